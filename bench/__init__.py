@@ -1,0 +1,1 @@
+"""Throughput benchmarks: one script per measured rate, each printing JSON."""

@@ -1,0 +1,1 @@
+"""Lichess PGN dumps -> deduplicated boards -> Stockfish action values -> sharded Parquet."""
