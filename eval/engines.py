@@ -2,14 +2,30 @@
 
 Every agent is a context manager and closes its processes in `close()`, never in `__del__`.
 An agent receives the whole `chess.Board`, move stack included, so it can see repetitions.
+
+Agents are named on command lines by a spec, `KIND[:OPTIONS]`, OPTIONS being comma-separated
+`key=value` pairs (see `SPEC_HELP`, printed by every CLI's --help):
+
+    random                      random:seed=3
+    stockfish:nodes=100000      stockfish:time=0.1,threads=1      stockfish:depth=12,skill=5
+    oracle:nodes=2000           oracle:time=0.05
+    neural:runs/small           neural:runs/small,temperature=0.5,ema=false,seed=1
 """
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import chess
+import chess.engine
+import numpy as np
+
+from pipeline.engine_path import find_engine
+from pipeline.values import win_probability
 
 
 @runtime_checkable
@@ -20,6 +36,8 @@ class Agent(Protocol):
 
     def choose_move(self, board: chess.Board) -> chess.Move: ...
 
+    def new_game(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -27,6 +45,13 @@ class AgentBase:
     """Context-manager plumbing shared by the concrete agents."""
 
     name: str = "agent"
+
+    def new_game(self) -> None:
+        """Forget state carried between unrelated positions (e.g. an engine's hash table).
+
+        Evaluations call it before each puzzle or test position so results do not depend on
+        the order the positions come in.
+        """
 
     def close(self) -> None:
         pass
@@ -38,6 +63,13 @@ class AgentBase:
         self.close()
 
 
+def _legal_moves(board: chess.Board) -> list[chess.Move]:
+    moves = list(board.legal_moves)
+    if not moves:
+        raise ValueError(f"no legal move in {board.fen()!r}")
+    return moves
+
+
 class RandomAgent(AgentBase):
     """Plays a uniformly random legal move; seeded, so games are reproducible."""
 
@@ -46,7 +78,445 @@ class RandomAgent(AgentBase):
         self._rng = random.Random(seed)
 
     def choose_move(self, board: chess.Board) -> chess.Move:
-        moves = list(board.legal_moves)
-        if not moves:
-            raise ValueError(f"no legal move in {board.fen()!r}")
-        return self._rng.choice(moves)
+        return self._rng.choice(_legal_moves(board))
+
+
+# --- Stockfish ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How to start and limit a UCI engine. At least one of nodes, time (s) and depth."""
+
+    path: str | None = None  # None: pipeline.engine_path.find_engine()
+    nodes: int | None = None
+    time: float | None = None
+    depth: int | None = None
+    threads: int = 1  # one thread keeps node-limited searches deterministic
+    hash_mb: int = 16
+    skill: int | None = None  # Stockfish "Skill Level" 0..20 (weakened play), None = full
+    extra_options: dict[str, str | int | bool] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.nodes is None and self.time is None and self.depth is None:
+            raise ValueError("an engine limit needs at least one of nodes, time and depth")
+        for key in ("nodes", "time", "depth"):
+            value = getattr(self, key)
+            if value is not None and value <= 0:
+                raise ValueError(f"engine limit {key} must be positive, got {value!r}")
+        if self.threads < 1 or self.hash_mb < 1:
+            raise ValueError("threads and hash must be >= 1")
+        if self.skill is not None and not 0 <= self.skill <= 20:
+            raise ValueError(f"skill must lie in 0..20, got {self.skill}")
+
+    @property
+    def limit(self) -> chess.engine.Limit:
+        return chess.engine.Limit(nodes=self.nodes, time=self.time, depth=self.depth)
+
+    def describe(self) -> str:
+        parts = [f"{k}={getattr(self, k)}" for k in ("nodes", "time", "depth") if getattr(self, k)]
+        return ",".join(parts)
+
+
+class _UciProcess:
+    """One engine process, restarted once when it dies under us (a crashed engine is not
+    the position's fault). Closed deterministically by `close()`."""
+
+    def __init__(self, settings: EngineSettings):
+        self.settings = settings
+        self.path = find_engine(settings.path)
+        self._engine: chess.engine.SimpleEngine | None = None
+        self.restarts = 0
+        self._start()
+
+    def _start(self) -> None:
+        engine = chess.engine.SimpleEngine.popen_uci(self.path)
+        try:
+            options: dict[str, str | int | bool] = {
+                "Threads": self.settings.threads,
+                "Hash": self.settings.hash_mb,
+            }
+            if self.settings.skill is not None:
+                options["Skill Level"] = self.settings.skill
+            options.update(self.settings.extra_options)
+            engine.configure({k: v for k, v in options.items() if k in engine.options})
+        except BaseException:
+            _shut_down(engine)
+            raise
+        self._engine = engine
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._engine is None else self._engine.transport.get_pid()
+
+    def call(self, fn):
+        """Runs fn(engine); restarts the engine once if it died, then retries."""
+        if self._engine is None:
+            raise RuntimeError(f"engine {self.path} is closed")
+        try:
+            return fn(self._engine)
+        except chess.engine.EngineTerminatedError:
+            _shut_down(self._engine)
+            self._engine = None
+            self.restarts += 1
+            self._start()
+            return fn(self._engine)
+
+    def close(self) -> None:
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            _shut_down(engine)
+
+
+def _shut_down(engine: chess.engine.SimpleEngine, timeout: float = 10.0) -> None:
+    """Asks the engine to quit, kills it if it does not, and waits until it is reaped."""
+    try:
+        engine.quit()
+    except Exception:  # already dead or hung: killed below
+        pass
+    finally:
+        engine.close()
+        try:
+            engine.returncode.result(timeout=timeout)
+        except Exception:
+            pass
+
+
+class StockfishAgent(AgentBase):
+    """Stockfish playing normally under a node, time or depth limit (its own UCI process)."""
+
+    def __init__(self, settings: EngineSettings, name: str | None = None):
+        self.settings = settings
+        self.name = name or f"stockfish:{settings.describe()}"
+        self._process = _UciProcess(settings)
+        self._game = object()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def new_game(self) -> None:
+        # A new `game` object makes python-chess send `ucinewgame`, which clears the hash.
+        self._game = object()
+
+    def choose_move(self, board: chess.Board) -> chess.Move:
+        _legal_moves(board)
+        result = self._process.call(
+            lambda engine: engine.play(board, self.settings.limit, game=self._game)
+        )
+        if result.move is None:
+            raise RuntimeError(f"{self.name} returned no move for {board.fen()!r}")
+        return result.move
+
+    def close(self) -> None:
+        self._process.close()
+
+
+@dataclass(frozen=True)
+class RootMoveValue:
+    move: chess.Move
+    score: chess.engine.Score  # side to move's view
+    win_prob: float
+
+
+def score_win_probability(score: chess.engine.Score) -> float:
+    """pipeline.values.win_probability of a python-chess Score (side to move's view)."""
+    mate = score.mate()
+    return win_probability(mate=mate) if mate is not None else win_probability(cp=score.score())
+
+
+class StockfishOracleAgent(AgentBase):
+    """The paper's Stockfish oracle: every legal move is searched on its own (UCI
+    `searchmoves` with that one root move) under the same limit, and the best value wins.
+
+    Values are compared as engine scores, which order like win probabilities but keep mate
+    distances apart (mate in 1 beats mate in 5, where both are win probability 1.0). Ties go
+    to the move earliest in action-space order, so the choice is deterministic.
+    """
+
+    def __init__(self, settings: EngineSettings, name: str | None = None):
+        self.settings = settings
+        self.name = name or f"oracle:{settings.describe()}"
+        self._process = _UciProcess(settings)
+        self._game = object()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def new_game(self) -> None:
+        self._game = object()
+
+    def move_values(self, board: chess.Board) -> list[RootMoveValue]:
+        """Every legal move's value, in action-space order."""
+        from model.actions import move_to_index
+
+        moves = sorted(_legal_moves(board), key=move_to_index)
+        values = []
+        for move in moves:
+            info = self._process.call(
+                lambda engine, move=move: engine.analyse(
+                    board, self.settings.limit, root_moves=[move], game=self._game
+                )
+            )
+            if "score" not in info:
+                raise RuntimeError(f"{self.name}: no score for {move.uci()} in {board.fen()!r}")
+            score = info["score"].pov(board.turn)
+            values.append(RootMoveValue(move, score, score_win_probability(score)))
+        return values
+
+    def choose_move(self, board: chess.Board) -> chess.Move:
+        values = self.move_values(board)
+        best = values[0]
+        for value in values[1:]:
+            if value.score > best.score:
+                best = value
+        return best.move
+
+    def close(self) -> None:
+        self._process.close()
+
+
+# --- neural policies ---------------------------------------------------------------------
+
+VALUE_TARGETS = frozenset({"av", "sv"})
+REPETITION_VALUE = 0.5
+
+
+def allows_threefold_claim(board: chess.Board, move: chess.Move) -> bool:
+    """Whether after `move` the opponent could claim a draw by threefold repetition."""
+    board.push(move)
+    try:
+        # A claim needs an earlier occurrence after the last irreversible move, so at least
+        # three reversible plies; the halfmove clock bounds those from above and is cheap.
+        return board.halfmove_clock >= 3 and board.can_claim_threefold_repetition()
+    finally:
+        board.pop()
+
+
+def repetition_adjusted(board: chess.Board, moves: Sequence[str], values: np.ndarray) -> np.ndarray:
+    """The paper's workaround for value policies: a move after which the opponent can claim a
+    threefold-repetition draw is valued at 0.5 (a draw), whatever the model said. Without it a
+    winning value model shuffles in a won position, since every move "keeps" the win."""
+    values = np.array(values, dtype=np.float64)
+    for i, uci in enumerate(moves):
+        if allows_threefold_claim(board, chess.Move.from_uci(uci)):
+            values[i] = REPETITION_VALUE
+    return values
+
+
+def pick_index(
+    scores: np.ndarray, target: str, temperature: float, rng: np.random.Generator
+) -> int:
+    """The chosen move's index among `scores` (higher is better for the side to move).
+
+    temperature 0: argmax (the first of equal best). Otherwise a softmax sample: for value
+    targets over value / temperature; for BC, whose scores are probabilities, over
+    log(probability) / temperature, so temperature 1 samples the model's own distribution.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.ndim != 1 or scores.size == 0:
+        raise ValueError(f"need a non-empty 1-D array of scores, got shape {scores.shape}")
+    if temperature < 0 or not math.isfinite(temperature):
+        raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+    if temperature == 0:
+        return int(np.argmax(scores))
+    logits = np.log(np.maximum(scores, 1e-30)) if target == "bc" else scores
+    logits = logits / temperature
+    weights = np.exp(logits - logits.max())
+    return int(rng.choice(scores.size, p=weights / weights.sum()))
+
+
+class NeuralAgent(AgentBase):
+    """A trained AV, SV or BC model playing without search, built on model.predictor.
+
+    `predictor` is a model.predictor.Predictor (or anything with `.config.target` and
+    `.move_values(boards)` returning, per board, the legal moves in action-space order and a
+    score per move, higher better for the side to move).
+    """
+
+    def __init__(
+        self,
+        predictor,
+        temperature: float = 0.0,
+        seed: int = 0,
+        repetition_workaround: bool = True,
+        name: str = "neural",
+    ):
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        self.predictor = predictor
+        self.target = str(predictor.config.target)
+        self.temperature = temperature
+        self.repetition_workaround = repetition_workaround and self.target in VALUE_TARGETS
+        self.name = name
+        self._rng = np.random.default_rng(seed)
+
+    @classmethod
+    def from_checkpoint(cls, path: str, use_ema: bool = True, **kwargs) -> NeuralAgent:
+        from model.predictor import Predictor
+
+        return cls(Predictor.from_checkpoint(path, use_ema=use_ema), **kwargs)
+
+    def scored_moves(self, board: chess.Board) -> tuple[list[str], np.ndarray]:
+        """The legal moves (action-space order) and the scores the agent chooses by."""
+        _legal_moves(board)
+        [(moves, scores)] = self.predictor.move_values([board])
+        scores = np.asarray(scores, dtype=np.float64)
+        if self.repetition_workaround:
+            scores = repetition_adjusted(board, moves, scores)
+        return list(moves), scores
+
+    def choose_move(self, board: chess.Board) -> chess.Move:
+        moves, scores = self.scored_moves(board)
+        return chess.Move.from_uci(
+            moves[pick_index(scores, self.target, self.temperature, self._rng)]
+        )
+
+
+# --- specs -------------------------------------------------------------------------------
+
+SPEC_HELP = """\
+Agent specs are KIND[:OPTIONS], OPTIONS comma-separated key=value pairs:
+  random[:seed=N]                      uniformly random legal moves (seed 0 by default)
+  stockfish:LIMIT[,OPTS]               Stockfish playing normally
+  oracle:LIMIT[,OPTS]                  every legal move searched alone, best value wins
+      LIMIT: nodes=N | time=SECONDS | depth=D (combinable)
+      OPTS:  threads=1, hash=16 (MB), skill=0..20, engine=PATH (else --engine, $STOCKFISH,
+             PATH, /usr/games/stockfish)
+  neural:CHECKPOINT[,OPTS]             a trained AV/SV/BC model (run dir or checkpoint)
+      OPTS:  ema=true|false (EMA params, default true), temperature=T (0 = argmax, default),
+             seed=N (for sampling), repetition=true|false (value 0.5 for moves allowing a
+             threefold claim; AV/SV only, default true)
+  any kind: name=LABEL (the label in tables and plots; default the spec itself)
+Examples: random:seed=3  stockfish:nodes=100000  oracle:time=0.05  neural:runs/small,temperature=0.5
+"""
+
+_ENGINE_KEYS = {"nodes", "time", "depth", "threads", "hash", "skill", "engine", "name"}
+_ALLOWED = {
+    "random": {"seed", "name"},
+    "stockfish": _ENGINE_KEYS,
+    "oracle": _ENGINE_KEYS,
+    "neural": {"path", "ema", "temperature", "seed", "repetition", "name"},
+}
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    kind: str
+    options: dict[str, str]
+    text: str
+
+    @property
+    def label(self) -> str:
+        return self.options.get("name", self.text)
+
+
+def parse_agent_spec(text: str) -> AgentSpec:
+    """`KIND[:k=v,k=v,...]` -> AgentSpec; for `neural` a first item without `=` is the path.
+
+    ValueError naming the spec and the problem for an unknown kind, an unknown or repeated
+    option, or an item that is not key=value.
+    """
+    kind, _, rest = text.strip().partition(":")
+    kind = kind.strip().lower()
+    if kind not in _ALLOWED:
+        raise ValueError(f"agent spec {text!r}: unknown kind {kind!r} (known: {sorted(_ALLOWED)})")
+    options: dict[str, str] = {}
+    items = [item.strip() for item in rest.split(",")] if rest.strip() else []
+    for position, item in enumerate(items):
+        if "=" not in item:
+            if kind == "neural" and position == 0 and item:
+                key, value = "path", item
+            else:
+                raise ValueError(f"agent spec {text!r}: {item!r} is not key=value")
+        else:
+            key, _, value = item.partition("=")
+            key, value = key.strip().lower(), value.strip()
+        if key not in _ALLOWED[kind]:
+            raise ValueError(
+                f"agent spec {text!r}: unknown option {key!r} for {kind} "
+                f"(known: {sorted(_ALLOWED[kind])})"
+            )
+        if key in options:
+            raise ValueError(f"agent spec {text!r}: option {key!r} given twice")
+        options[key] = value
+    if kind == "neural" and not options.get("path"):
+        raise ValueError(f"agent spec {text!r}: neural needs a checkpoint, e.g. neural:runs/small")
+    spec = AgentSpec(kind, options, text.strip())
+    _agent_arguments(spec, engine_path=None)  # bad values fail here, before anything starts
+    return spec
+
+
+def _number(spec: AgentSpec, key: str, kind: type, default=None):
+    if key not in spec.options:
+        return default
+    try:
+        return kind(spec.options[key])
+    except ValueError:
+        raise ValueError(
+            f"agent spec {spec.text!r}: {key}={spec.options[key]!r} is not a {kind.__name__}"
+        ) from None
+
+
+def _flag(spec: AgentSpec, key: str, default: bool) -> bool:
+    value = spec.options.get(key)
+    if value is None:
+        return default
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"agent spec {spec.text!r}: {key}={value!r} is not true/false")
+
+
+def engine_settings(spec: AgentSpec, engine_path: str | None = None) -> EngineSettings:
+    try:
+        return EngineSettings(
+            path=spec.options.get("engine", engine_path),
+            nodes=_number(spec, "nodes", int),
+            time=_number(spec, "time", float),
+            depth=_number(spec, "depth", int),
+            threads=_number(spec, "threads", int, 1),
+            hash_mb=_number(spec, "hash", int, 16),
+            skill=_number(spec, "skill", int),
+        )
+    except ValueError as e:
+        if str(e).startswith("agent spec"):
+            raise
+        raise ValueError(f"agent spec {spec.text!r}: {e}") from None
+
+
+def _agent_arguments(spec: AgentSpec, engine_path: str | None) -> dict:
+    """The keyword arguments of the spec's agent class, every value checked."""
+    if spec.kind == "random":
+        return {"seed": _number(spec, "seed", int, 0), "name": spec.label}
+    if spec.kind in ("stockfish", "oracle"):
+        return {"settings": engine_settings(spec, engine_path), "name": spec.label}
+    temperature = _number(spec, "temperature", float, 0.0)
+    if not 0 <= temperature < math.inf:
+        raise ValueError(f"agent spec {spec.text!r}: temperature must be finite and >= 0")
+    return {
+        "path": spec.options["path"],
+        "use_ema": _flag(spec, "ema", True),
+        "temperature": temperature,
+        "seed": _number(spec, "seed", int, 0),
+        "repetition_workaround": _flag(spec, "repetition", True),
+        "name": spec.label,
+    }
+
+
+def make_agent(spec: str | AgentSpec, engine_path: str | None = None) -> AgentBase:
+    """Builds the agent a spec names (see SPEC_HELP). `engine_path` is the CLI's --engine,
+    used by Stockfish agents whose spec has no `engine=` option. ValueError for a bad spec,
+    pipeline.engine_path.EngineNotFoundError when no engine is found."""
+    if isinstance(spec, str):
+        spec = parse_agent_spec(spec)
+    arguments = _agent_arguments(spec, engine_path)
+    if spec.kind == "random":
+        return RandomAgent(**arguments)
+    if spec.kind == "stockfish":
+        return StockfishAgent(**arguments)
+    if spec.kind == "oracle":
+        return StockfishOracleAgent(**arguments)
+    return NeuralAgent.from_checkpoint(arguments.pop("path"), arguments.pop("use_ema"), **arguments)

@@ -1,0 +1,214 @@
+import os
+import signal
+
+import chess
+import numpy as np
+import pytest
+
+from eval.engines import (
+    Agent,
+    EngineSettings,
+    RandomAgent,
+    StockfishAgent,
+    StockfishOracleAgent,
+    make_agent,
+    parse_agent_spec,
+    pick_index,
+    repetition_adjusted,
+)
+from model.actions import legal_actions
+from pipeline.engine_path import EngineNotFoundError
+
+SCHOLAR = "r1bqkbnr/pppp1ppp/2n5/4p3/2B1P3/5Q2/PPPP1PPP/RNB1K1NR w KQkq - 2 4"  # Qxf7#
+FOOL = "rnbqkbnr/pppp1ppp/8/4p3/6P1/5P2/PPPPP2P/RNBQKBNR b KQkq - 0 2"  # Qh4#
+BACK_RANK = "6k1/5ppp/2p5/8/8/8/6PP/RR4K1 w - - 0 2"  # Ra8# and Rb8# both mate
+
+
+def alive(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")
+
+
+# --- specs --------------------------------------------------------------------------------
+
+
+def test_spec_parsing():
+    assert parse_agent_spec("random").kind == "random"
+    assert parse_agent_spec("random:seed=3").options == {"seed": "3"}
+    spec = parse_agent_spec("stockfish:nodes=100000,threads=2")
+    assert (spec.kind, spec.options) == ("stockfish", {"nodes": "100000", "threads": "2"})
+    assert spec.label == "stockfish:nodes=100000,threads=2"
+    assert parse_agent_spec("oracle:time=0.05,name=SF").label == "SF"
+    spec = parse_agent_spec("neural:runs/small,temperature=0.5,ema=false")
+    assert spec.options == {"path": "runs/small", "temperature": "0.5", "ema": "false"}
+    assert parse_agent_spec("neural:path=runs/x").options["path"] == "runs/x"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("alphazero", "unknown kind"),
+        ("random:sed=3", "unknown option 'sed'"),
+        ("stockfish:nodes=1,nodes=2", "given twice"),
+        ("stockfish:100", "not key=value"),
+        ("neural", "needs a checkpoint"),
+        ("neural:temperature=1", "needs a checkpoint"),
+    ],
+)
+def test_bad_specs_name_the_problem(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_agent_spec(text)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("random:seed=x", "seed='x' is not a int"),
+        ("stockfish:threads=2", "at least one of nodes, time and depth"),
+        ("stockfish:nodes=-5", "must be positive"),
+        ("oracle:time=fast", "time='fast' is not a float"),
+        ("stockfish:nodes=10,skill=40", "skill"),
+    ],
+)
+def test_bad_values_fail_before_any_engine_starts(text, message):
+    with pytest.raises(ValueError, match=message):
+        make_agent(text)
+
+
+def test_a_missing_engine_is_a_clear_error():
+    with pytest.raises(EngineNotFoundError, match="/no/such/engine"):
+        make_agent("stockfish:nodes=10,engine=/no/such/engine")
+
+
+def test_random_spec_builds_a_seeded_agent():
+    with make_agent("random:seed=3") as agent:
+        assert isinstance(agent, RandomAgent) and isinstance(agent, Agent)
+        assert agent.name == "random:seed=3"
+
+
+# --- random -------------------------------------------------------------------------------
+
+
+def play_random_game(agent, plies: int) -> list[str]:
+    board = chess.Board()
+    moves = []
+    for _ in range(plies):
+        if board.is_game_over():
+            break
+        move = agent.choose_move(board)
+        assert move in board.legal_moves
+        board.push(move)
+        moves.append(move.uci())
+    return moves
+
+
+def test_random_agent_is_legal_and_reproducible():
+    first = play_random_game(RandomAgent(seed=7), 60)
+    assert first == play_random_game(RandomAgent(seed=7), 60)
+    assert first != play_random_game(RandomAgent(seed=8), 60)
+    with pytest.raises(ValueError, match="no legal move"):
+        RandomAgent().choose_move(chess.Board(position_fen_after_mate()))
+
+
+def position_fen_after_mate() -> str:
+    board = chess.Board(SCHOLAR)
+    board.push_uci("f3f7")
+    return board.fen()
+
+
+# --- Stockfish ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fen, mates", [(SCHOLAR, {"f3f7"}), (FOOL, {"d8h4"}), (BACK_RANK, {"a1a8", "b1b8"})]
+)
+def test_stockfish_finds_mate_in_one(stockfish, fen, mates):
+    with make_agent("stockfish:nodes=20000", engine_path=stockfish) as agent:
+        assert isinstance(agent, StockfishAgent)
+        assert agent.choose_move(chess.Board(fen)).uci() in mates
+
+
+def test_stockfish_process_is_gone_after_close(stockfish):
+    agent = StockfishAgent(EngineSettings(path=stockfish, nodes=1000))
+    pid = agent.pid
+    assert alive(pid)
+    agent.choose_move(chess.Board())
+    agent.close()
+    assert not alive(pid)
+    agent.close()  # idempotent
+    with StockfishOracleAgent(EngineSettings(path=stockfish, nodes=100)) as oracle:
+        pid = oracle.pid
+        assert alive(pid)
+    assert not alive(pid)
+
+
+def test_stockfish_restarts_after_a_crash(stockfish):
+    with StockfishAgent(EngineSettings(path=stockfish, nodes=5000)) as agent:
+        old = agent.pid
+        os.kill(old, signal.SIGKILL)
+        move = agent.choose_move(chess.Board(SCHOLAR))
+        assert move.uci() == "f3f7"
+        assert agent._process.restarts == 1 and agent.pid != old
+        assert not alive(old)
+
+
+def test_oracle_values_every_move_and_picks_the_mate(stockfish):
+    board = chess.Board(SCHOLAR)
+    with make_agent("oracle:nodes=1000", engine_path=stockfish) as oracle:
+        assert isinstance(oracle, StockfishOracleAgent)
+        values = oracle.move_values(board)
+        assert [v.move.uci() for v in values] == legal_actions(board)
+        by_move = {v.move.uci(): v for v in values}
+        assert by_move["f3f7"].score == chess.engine.Mate(1)
+        assert by_move["f3f7"].win_prob == 1.0
+        # Moving the queen away loses nothing decisive: a value strictly between 0 and 1.
+        assert 0.0 < by_move["f3e2"].win_prob < 1.0
+        assert oracle.choose_move(board).uci() == "f3f7"
+
+
+def test_oracle_prefers_the_shortest_mate(stockfish):
+    # White mates at once with Ra8# or Rb8#; the rook's other moves mate later or not at all.
+    with StockfishOracleAgent(EngineSettings(path=stockfish, nodes=2000)) as oracle:
+        values = {v.move.uci(): v for v in oracle.move_values(chess.Board(BACK_RANK))}
+        assert values["a1a8"].score == chess.engine.Mate(1)
+        # Ties on the best score go to the first move in action-space order (a1a8 < b1b8).
+        assert oracle.choose_move(chess.Board(BACK_RANK)).uci() == "a1a8"
+
+
+# --- choosing from values -----------------------------------------------------------------
+
+
+def test_pick_index_argmax_and_sampling():
+    rng = np.random.default_rng(0)
+    scores = np.array([0.2, 0.9, 0.5, 0.9])
+    assert pick_index(scores, "av", 0.0, rng) == 1  # first of the equal best
+    # Sampling at temperature 0.1 follows softmax(values / 0.1).
+    draws = np.bincount([pick_index(scores, "av", 0.1, rng) for _ in range(4000)], minlength=4)
+    expected = np.exp(scores / 0.1) / np.exp(scores / 0.1).sum()
+    assert np.allclose(draws / 4000, expected, atol=0.03)
+    # BC at temperature 1 samples the model's own probabilities.
+    probs = np.array([0.7, 0.2, 0.1])
+    draws = np.bincount([pick_index(probs, "bc", 1.0, rng) for _ in range(4000)], minlength=3)
+    assert np.allclose(draws / 4000, probs, atol=0.03)
+    with pytest.raises(ValueError):
+        pick_index(scores, "av", -1.0, rng)
+
+
+def test_repetition_workaround_values_a_claimable_move_at_a_half():
+    board = chess.Board()
+    for uci in ("g1f3", "g8f6", "f3g1", "f6g8", "g1f3", "g8f6", "f3g1"):
+        board.push_uci(uci)
+    moves = legal_actions(board)
+    values = np.linspace(0.6, 0.9, len(moves))
+    adjusted = repetition_adjusted(board, moves, values)
+    # ...Ng8 brings the start position back a third time: White could claim the draw.
+    changed = [m for m, a, v in zip(moves, adjusted, values, strict=True) if a != v]
+    assert changed == ["f6g8"]
+    assert adjusted[moves.index("f6g8")] == 0.5
+    assert board.fen() == position_after_knights()  # the board is left as it was
+
+
+def position_after_knights() -> str:
+    board = chess.Board()
+    for uci in ("g1f3", "g8f6", "f3g1", "f6g8", "g1f3", "g8f6", "f3g1"):
+        board.push_uci(uci)
+    return board.fen()
