@@ -1,0 +1,507 @@
+"""Round-robin tournaments between agents, with every game in PGN and Elo by maximum likelihood.
+
+    python -m eval.tournament --agents random stockfish:nodes=1000 neural:runs/small \\
+        --games 10 [--openings FILE.pgn|FILE.epd] [--adjudicate stockfish:nodes=10000] \\
+        [--anchor random] [--out results/tournament] [--resume]
+
+Every pair of agents plays `--games` games: `--games / 2` openings (a seeded choice from the
+bundled ECO set or the given file, the same openings for every pair), each once with either
+colour. A game ends on checkmate, stalemate, insufficient material, a claimable draw that has
+happened on the board (the third occurrence of a position, or fifty moves without a capture or
+pawn move), an illegal move (a loss for the side that played it), the optional Stockfish
+adjudication (the evaluation beyond a threshold for the same side for several consecutive plies)
+or the ply cap (a draw). Games are appended to `<out>/games.pgn` as they finish; `--resume`
+keeps the finished games of an interrupted run (matched by round, players and opening).
+At the end it fits Elo (eval/elo.py), prints the table and writes `<out>/tournament.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import pathlib
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import chess
+import chess.engine
+import chess.pgn
+
+from eval.elo import EloConfig, GameResult, fit_elo, format_table
+from eval.engines import SPEC_HELP, Agent, make_agent
+from eval.openings import Opening, choose_openings, load_openings
+from eval.progress import Progress
+from pipeline.engine_path import find_engine
+
+PGN_NAME = "games.pgn"
+JSON_NAME = "tournament.json"
+DRAW = "1/2-1/2"
+
+
+# --- configuration -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdjudicationConfig:
+    """Stockfish adjudication: `plies` consecutive plies with |eval| >= `threshold_cp` (mates
+    count as beyond), all in favour of the same side, end the game as that side's win."""
+
+    nodes: int = 10_000
+    threshold_cp: int = 1000
+    plies: int = 6
+    engine: str | None = None  # None: --engine, $STOCKFISH, PATH or /usr/games/stockfish
+
+    def __post_init__(self):
+        if self.nodes < 1 or self.threshold_cp < 1 or self.plies < 1:
+            raise ValueError(f"adjudication needs positive nodes, threshold and plies: {self}")
+
+    @classmethod
+    def parse(cls, text: str, engine: str | None = None) -> AdjudicationConfig:
+        """`stockfish[:nodes=N][,cp=CP][,plies=K][,engine=PATH]`."""
+        kind, _, rest = text.partition(":")
+        if kind.strip().lower() != "stockfish":
+            raise ValueError(f"--adjudicate {text!r}: only stockfish[:nodes=N,cp=CP,plies=K]")
+        fields: dict[str, int | str | None] = {"engine": engine}
+        names = {"nodes": "nodes", "cp": "threshold_cp", "plies": "plies", "engine": "engine"}
+        for item in filter(None, (i.strip() for i in rest.split(","))):
+            key, eq, value = item.partition("=")
+            if not eq or key.strip() not in names:
+                raise ValueError(f"--adjudicate {text!r}: bad item {item!r} (known: {list(names)})")
+            key = key.strip()
+            try:
+                fields[names[key]] = value.strip() if key == "engine" else int(value)
+            except ValueError:
+                raise ValueError(
+                    f"--adjudicate {text!r}: {key}={value!r} is not an integer"
+                ) from None
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class TournamentConfig:
+    games_per_pair: int = 10
+    max_plies: int = 400  # plies played by the agents, the opening not counted
+    seed: int = 0  # chooses the openings
+    anchor: str | None = None  # agent name (or spec) fixed at anchor_elo; None: the first
+    anchor_elo: float = 0.0
+    prior_draws: float = EloConfig.prior_draws
+    event: str = "searchless-chess tournament"
+
+    def __post_init__(self):
+        if self.games_per_pair < 2 or self.games_per_pair % 2:
+            raise ValueError(
+                f"--games must be even and >= 2 (each opening is played with both colours), "
+                f"got {self.games_per_pair}"
+            )
+        if self.max_plies < 1:
+            raise ValueError(f"max plies must be >= 1, got {self.max_plies}")
+
+
+# --- one game ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScheduledGame:
+    round: str  # "<opening number>.<pair number>.<1|2>", unique in the tournament
+    white: int  # agent index
+    black: int
+    opening: Opening
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: str  # "1-0", "0-1" or "1/2-1/2"
+    termination: str
+
+
+def termination_kind(termination: str) -> str:
+    """The reason without its details: "adjudication: Stockfish +1000 ..." -> "adjudication"."""
+    return re.split(r"[:(]", termination)[0].strip()
+
+
+def board_outcome(board: chess.Board) -> Outcome | None:
+    """The game's end by the rules, draws counted once claimable on the board; else None."""
+    if board.is_checkmate():
+        return Outcome("0-1" if board.turn == chess.WHITE else "1-0", "checkmate")
+    if board.is_stalemate():
+        return Outcome(DRAW, "stalemate")
+    if board.is_insufficient_material():
+        return Outcome(DRAW, "insufficient material")
+    # A claim needs the position to have occurred three times: is_repetition looks at the
+    # actual history only (can_claim_threefold_repetition also tries every next move).
+    if board.is_repetition(3):
+        return Outcome(DRAW, "threefold repetition")
+    if board.halfmove_clock >= 100:
+        return Outcome(DRAW, "fifty-move rule")
+    return None
+
+
+class Adjudicator:
+    """Watches a game with Stockfish and calls it once one side is clearly winning."""
+
+    def __init__(self, config: AdjudicationConfig):
+        self.config = config
+        self._engine = chess.engine.SimpleEngine.popen_uci(find_engine(config.engine))
+        self._engine.configure({"Threads": 1})
+        self.new_game()
+
+    def new_game(self) -> None:
+        self._game = object()  # a new game object makes python-chess send ucinewgame
+        self._streak_side: bool | None = None
+        self._streak = 0
+
+    def observe(self, board: chess.Board) -> Outcome | None:
+        """Call after every ply; the adjudicated outcome when the streak is long enough."""
+        info = self._engine.analyse(
+            board, chess.engine.Limit(nodes=self.config.nodes), game=self._game
+        )
+        cp = info["score"].white().score(mate_score=100_000)
+        side = chess.WHITE if cp >= self.config.threshold_cp else None
+        side = chess.BLACK if cp <= -self.config.threshold_cp else side
+        if side is None:
+            self._streak_side, self._streak = None, 0
+            return None
+        self._streak = self._streak + 1 if side == self._streak_side else 1
+        self._streak_side = side
+        if self._streak < self.config.plies:
+            return None
+        sign = "+" if side == chess.WHITE else "-"
+        return Outcome(
+            "1-0" if side == chess.WHITE else "0-1",
+            f"adjudication: Stockfish {sign}{self.config.threshold_cp} cp or more "
+            f"for {self.config.plies} plies",
+        )
+
+    def close(self) -> None:
+        self._engine.quit()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def play_game(
+    white: Agent,
+    black: Agent,
+    opening: Opening,
+    max_plies: int,
+    adjudicator: Adjudicator | None = None,
+) -> tuple[chess.Board, Outcome]:
+    """Plays one game from the opening; returns the final board (whole move stack) and how it
+    ended. An agent that returns an illegal move loses; an agent that raises stops the game
+    (the exception propagates: a broken engine is not a chess result)."""
+    board = opening.board()
+    for agent in (white, black):
+        getattr(agent, "new_game", lambda: None)()
+    if adjudicator is not None:
+        adjudicator.new_game()
+    plies = 0
+    while (outcome := board_outcome(board)) is None:
+        if plies >= max_plies:
+            outcome = Outcome(DRAW, f"max plies ({max_plies})")
+            break
+        mover = white if board.turn == chess.WHITE else black
+        move = mover.choose_move(board.copy())  # a copy: an agent cannot disturb the game
+        if not isinstance(move, chess.Move) or not board.is_legal(move):
+            result = "0-1" if board.turn == chess.WHITE else "1-0"
+            outcome = Outcome(result, f"illegal move: {move} by {mover.name}")
+            break
+        board.push(move)
+        plies += 1
+        if adjudicator is not None and board_outcome(board) is None:
+            if (outcome := adjudicator.observe(board)) is not None:
+                break
+    return board, outcome
+
+
+def to_pgn(
+    board: chess.Board,
+    outcome: Outcome,
+    game: ScheduledGame,
+    names: Sequence[str],
+    config: TournamentConfig,
+    date: str,
+) -> chess.pgn.Game:
+    pgn = chess.pgn.Game.from_board(board)  # sets FEN/SetUp when the opening is a position
+    pgn.headers["Event"] = config.event
+    pgn.headers["Site"] = "?"
+    pgn.headers["Date"] = date
+    pgn.headers["Round"] = game.round
+    pgn.headers["White"] = names[game.white]
+    pgn.headers["Black"] = names[game.black]
+    pgn.headers["Result"] = outcome.result
+    if game.opening.eco:
+        pgn.headers["ECO"] = game.opening.eco
+    pgn.headers["Opening"] = game.opening.name
+    pgn.headers["Termination"] = outcome.termination
+    pgn.headers["PlyCount"] = str(len(board.move_stack))
+    return pgn
+
+
+# --- the tournament ----------------------------------------------------------------------
+
+
+def schedule(n_agents: int, openings: Sequence[Opening], config: TournamentConfig):
+    """All games, opening by opening, so a cut-short run has played every pair alike."""
+    chosen = choose_openings(openings, config.games_per_pair // 2, config.seed)
+    pairs = list(itertools.combinations(range(n_agents), 2))
+    games = []
+    for k, opening in enumerate(chosen, 1):
+        for p, (a, b) in enumerate(pairs, 1):
+            games.append(ScheduledGame(f"{k}.{p}.1", a, b, opening))
+            games.append(ScheduledGame(f"{k}.{p}.2", b, a, opening))
+    return games
+
+
+def _key(round_: str, white: str, black: str, opening: str) -> tuple[str, str, str, str]:
+    return round_, white, black, opening
+
+
+def read_finished(path: pathlib.Path) -> dict[tuple[str, str, str, str], chess.pgn.Game]:
+    """Finished games of an earlier run. A game cut short by an interruption is left out: its
+    move count must match its PlyCount header and its result must be decisive or a draw."""
+    finished = {}
+    if not path.exists():
+        return finished
+    with open(path, encoding="utf-8") as f:
+        while (game := chess.pgn.read_game(f)) is not None:
+            h = game.headers
+            if game.errors or h.get("Result") not in ("1-0", "0-1", DRAW):
+                continue
+            if h.get("PlyCount") != str(sum(1 for _ in game.mainline_moves())):
+                continue
+            finished[_key(h["Round"], h["White"], h["Black"], h.get("Opening", ""))] = game
+    return finished
+
+
+def pair_results(results: Sequence[GameResult], names: Sequence[str]) -> list[dict]:
+    """Per pair of agents: games, each side's wins, draws and the first agent's score."""
+    out = []
+    for a, b in itertools.combinations(names, 2):
+        a_wins = b_wins = draws = 0
+        for r in results:
+            if {r.white, r.black} != {a, b}:
+                continue
+            a_score = r.score if r.white == a else 1.0 - r.score
+            a_wins += a_score == 1.0
+            b_wins += a_score == 0.0
+            draws += a_score == 0.5
+        games = a_wins + b_wins + draws
+        out.append(
+            {
+                "a": a,
+                "b": b,
+                "games": games,
+                "a_wins": a_wins,
+                "draws": draws,
+                "b_wins": b_wins,
+                "a_score": (a_wins + 0.5 * draws) / games if games else None,
+            }
+        )
+    return out
+
+
+def run_tournament(
+    agents: Sequence[Agent],
+    out_dir: str | pathlib.Path,
+    config: TournamentConfig = TournamentConfig(),
+    openings: Sequence[Opening] | None = None,
+    adjudication: AdjudicationConfig | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> dict:
+    """Plays the round robin, writes `games.pgn` and `tournament.json` under `out_dir` and
+    returns the JSON summary. The agents stay open (the caller owns them)."""
+    names = [a.name for a in agents]
+    if len(names) < 2:
+        raise ValueError("a tournament needs at least two agents")
+    if len(set(names)) != len(names):
+        raise ValueError(f"agent names must differ (use name=LABEL in the spec): {names}")
+    anchor = config.anchor or names[0]
+    if anchor not in names:
+        raise ValueError(f"anchor {anchor!r} is not one of the agents {names}")
+    openings = list(openings) if openings is not None else load_openings()
+    games = schedule(len(agents), openings, config)
+
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pgn_path = out_dir / PGN_NAME
+    finished = read_finished(pgn_path) if resume else {}
+    date = datetime.date.today().strftime("%Y.%m.%d")
+
+    results: list[GameResult] = []
+    terminations: Counter[str] = Counter()
+    records: list[dict] = []
+    reused = 0
+    started = time.monotonic()
+    meter = Progress("tournament", len(games)) if progress else None
+    adjudicator = Adjudicator(adjudication) if adjudication else None
+    try:
+        with open(pgn_path, "w", encoding="utf-8") as pgn_file:
+            for i, game in enumerate(games, 1):
+                white, black = names[game.white], names[game.black]
+                key = _key(game.round, white, black, game.opening.name)
+                if key in finished:
+                    pgn = finished[key]
+                    reused += 1
+                else:
+                    board, outcome = play_game(
+                        agents[game.white],
+                        agents[game.black],
+                        game.opening,
+                        config.max_plies,
+                        adjudicator,
+                    )
+                    pgn = to_pgn(board, outcome, game, names, config, date)
+                print(pgn, file=pgn_file, end="\n\n", flush=True)
+                result, termination = pgn.headers["Result"], pgn.headers["Termination"]
+                results.append(GameResult.from_pgn_result(white, black, result))
+                terminations[termination_kind(termination)] += 1
+                records.append(
+                    {
+                        "round": game.round,
+                        "white": white,
+                        "black": black,
+                        "opening": game.opening.label,
+                        "result": result,
+                        "termination": termination,
+                        "plies": int(pgn.headers.get("PlyCount", 0)) - len(game.opening.moves),
+                    }
+                )
+                if meter:
+                    meter.update(i, f"last: {white} - {black} {result} ({termination})")
+    finally:
+        if adjudicator is not None:
+            adjudicator.close()
+    if meter:
+        meter.done()
+
+    fit = fit_elo(
+        results,
+        anchor=anchor,
+        config=EloConfig(anchor_elo=config.anchor_elo, prior_draws=config.prior_draws),
+    )
+    summary = {
+        "config": asdict(config) | {"anchor": anchor},
+        "adjudication": asdict(adjudication) if adjudication else None,
+        "agents": names,
+        "games": len(results),
+        "reused_games": reused,
+        "wall_seconds": round(time.monotonic() - started, 3),
+        "pgn": str(pgn_path),
+        "elo": fit.to_dict(),
+        "table": format_table(fit),
+        "pairs": pair_results(results, names),
+        "terminations": dict(terminations),
+        "game_list": records,
+    }
+    (out_dir / JSON_NAME).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def format_pairs(pairs: Sequence[dict]) -> str:
+    return "\n".join(
+        f"  {p['a']} vs {p['b']}: +{p['a_wins']} ={p['draws']} -{p['b_wins']} "
+        f"({100 * p['a_score']:.1f}%)"
+        for p in pairs
+        if p["games"]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m eval.tournament",
+        description=__doc__.split("\n\n")[0],
+        epilog=SPEC_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--agents", nargs="+", required=True, help="two or more agent specs")
+    parser.add_argument("--games", type=int, default=10, help="games per pair (even; default 10)")
+    parser.add_argument("--openings", default=None, help=".pgn or .epd (default: bundled ECO set)")
+    parser.add_argument(
+        "--adjudicate",
+        default=None,
+        metavar="stockfish:nodes=N,cp=CP,plies=K",
+        help="end a game once Stockfish sees one side >= CP (default 1000) for K (default 6) "
+        "consecutive plies at N nodes (default 10000)",
+    )
+    parser.add_argument(
+        "--anchor", default=None, help="agent fixed at --anchor-elo (default: first)"
+    )
+    parser.add_argument("--anchor-elo", type=float, default=0.0)
+    parser.add_argument(
+        "--prior-draws",
+        type=float,
+        default=EloConfig.prior_draws,
+        help="virtual draws per pair keeping perfect scores finite (0: pure MLE)",
+    )
+    parser.add_argument("--max-plies", type=int, default=400, help="draw after this many plies")
+    parser.add_argument("--seed", type=int, default=0, help="chooses the openings")
+    parser.add_argument("--engine", default=None, help="Stockfish binary (agents, adjudication)")
+    parser.add_argument("--out", default="results/tournament", help="output directory")
+    parser.add_argument("--resume", action="store_true", help="keep finished games in --out")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+
+    try:
+        specs = list(args.agents)
+        anchor = args.anchor
+        config = TournamentConfig(
+            games_per_pair=args.games,
+            max_plies=args.max_plies,
+            seed=args.seed,
+            anchor_elo=args.anchor_elo,
+            prior_draws=args.prior_draws,
+        )
+        openings = load_openings(args.openings)
+        adjudication = (
+            AdjudicationConfig.parse(args.adjudicate, args.engine) if args.adjudicate else None
+        )
+    except ValueError as e:
+        parser.error(str(e))
+
+    agents: list[Agent] = []
+    try:
+        for spec in specs:
+            agents.append(make_agent(spec, engine_path=args.engine))
+        names = [a.name for a in agents]
+        if anchor is not None and anchor not in names:
+            # Accept the spec text too: `--anchor random` for the agent built from `random`.
+            matches = [n for n, s in zip(names, specs, strict=True) if s == anchor]
+            if not matches:
+                parser.error(f"--anchor {anchor!r} is none of the agents {names}")
+            anchor = matches[0]
+        config = TournamentConfig(**(asdict(config) | {"anchor": anchor}))
+        summary = run_tournament(
+            agents,
+            args.out,
+            config,
+            openings,
+            adjudication,
+            resume=args.resume,
+            progress=not args.quiet,
+        )
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        for agent in agents:
+            agent.close()
+
+    print(summary["table"])
+    print("pairs:")
+    print(format_pairs(summary["pairs"]))
+    print(f"games: {args.out}/{PGN_NAME}  results: {args.out}/{JSON_NAME}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
