@@ -1,0 +1,310 @@
+"""Typed training configuration: model size, training settings and data paths.
+
+A config is a TOML file with three tables (`model/configs/*.toml`):
+
+    [model]            # a named size, any field of ModelConfig overrides the preset
+    size = "9M"
+    [train]            # the fields of TrainConfig
+    target = "av"
+    [data]             # the fields of DataConfig
+    train = "data/annotated/train"
+
+Values can be overridden from the command line with `section.field=value` (or just
+`field=value` when the name is unique), the value parsed as TOML (`lr_schedule=cosine` works
+without quotes). Everything is validated by `validate()` before any JAX compilation, so a
+typo, an unknown target or a missing data path is a clear `ConfigError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from model import bins
+from model.actions import NUM_ACTIONS
+from model.tokenizer import SEQUENCE_LENGTH, VOCAB_SIZE
+
+TARGETS = ("av", "sv", "bc")
+SAMPLERS = ("uniform", "weighted")
+LR_SCHEDULES = ("constant", "cosine")
+COMPUTE_DTYPES = ("float32", "bfloat16")
+
+# One embedding table serves board tokens and actions (the 31 board tokens are a subset of
+# the 1968 action ids), as in the paper's code; this is what makes the 9M count 8,954,240.
+EMBEDDING_VOCAB_SIZE = max(NUM_ACTIONS, VOCAB_SIZE)
+# Start token + 77 board tokens + 1 action token.
+MAX_SEQUENCE_LENGTH = SEQUENCE_LENGTH + 2
+
+# Named sizes (DESIGN.md; paper Table A1). `small` is for CPU tests and demos (~400K params).
+MODEL_SIZES: dict[str, dict[str, int]] = {
+    "small": {"num_layers": 4, "embedding_dim": 64, "num_heads": 4},
+    "9M": {"num_layers": 8, "embedding_dim": 256, "num_heads": 8},
+    "136M": {"num_layers": 8, "embedding_dim": 1024, "num_heads": 8},
+    "270M": {"num_layers": 16, "embedding_dim": 1024, "num_heads": 8},
+}
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be trained: names the offending field and value."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Transformer shape. `size` names the preset the other fields came from."""
+
+    size: str = "small"
+    num_layers: int = 4
+    embedding_dim: int = 64
+    num_heads: int = 4
+    widening_factor: int = 4  # SwiGLU hidden size = widening_factor * embedding_dim
+    embedding_init_scale: float = 0.02
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What to learn and how."""
+
+    target: str = "av"  # av | sv | bc
+    num_bins: int = bins.DEFAULT_NUM_BINS  # value bins for av and sv
+    batch_size: int = 256  # global batch, split over all devices
+    num_steps: int = 1000
+    learning_rate: float = 4e-4
+    lr_schedule: str = "constant"  # constant | cosine (decays to final_lr_ratio * lr)
+    warmup_steps: int = 0  # linear warm-up from 0, before either schedule
+    final_lr_ratio: float = 0.0
+    grad_clip_norm: float = 1.0
+    ema_decay: float = 0.99
+    seed: int = 0  # parameter init and the data order
+    sampler: str = "uniform"  # uniform | weighted (by the board's `count`)
+    hl_gauss: bool = False  # soft HL-Gauss targets over the bins instead of one-hot
+    hl_gauss_sigma_ratio: float = 0.75  # sigma in units of the bin width
+    compute_dtype: str = "float32"  # float32 | bfloat16 (parameters stay float32)
+    log_every: int = 50
+    eval_every: int = 500  # 0: evaluate only at the end
+    eval_boards: int = 500  # test boards for action accuracy and Kendall's tau
+    eval_batches: int = 8  # test batches for the test loss
+    checkpoint_every: int = 500
+    keep_checkpoints: int = 3
+    prefetch: int = 4  # batches prepared ahead by the loader thread
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Annotated-board Parquet: a shard directory, a file or a glob."""
+
+    train: str = "data/annotated/train"
+    test: str = ""  # empty: no periodic evaluation
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+
+    @property
+    def target(self) -> str:
+        return self.train.target
+
+    @property
+    def num_bins(self) -> int:
+        return self.train.num_bins
+
+    @property
+    def output_size(self) -> int:
+        """Width of the model's head: bins for av/sv, the action space for bc."""
+        return NUM_ACTIONS if self.train.target == "bc" else self.train.num_bins
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **sections: Mapping[str, Any]) -> Config:
+        """A copy with some fields changed: `cfg.replace(train={"num_steps": 10})`."""
+        changed = {
+            name: dataclasses.replace(getattr(self, name), **values)
+            for name, values in sections.items()
+        }
+        return dataclasses.replace(self, **changed)
+
+
+_SECTIONS = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
+
+
+def from_dict(raw: Mapping[str, Any], source: str = "config") -> Config:
+    """Builds a Config from nested dicts; unknown tables or keys are errors (typos)."""
+    unknown = set(raw) - set(_SECTIONS)
+    if unknown:
+        raise ConfigError(f"{source}: unknown table(s) {sorted(unknown)}; use {list(_SECTIONS)}")
+    sections = {}
+    for name, cls in _SECTIONS.items():
+        values = dict(raw.get(name, {}))
+        if name == "model":
+            size = values.get("size", ModelConfig.size)
+            if size not in MODEL_SIZES:
+                raise ConfigError(
+                    f"{source}: model.size {size!r} is not one of {list(MODEL_SIZES)}"
+                )
+            values = {"size": size, **MODEL_SIZES[size], **values}
+        sections[name] = _build(cls, values, f"{source}: [{name}]")
+    return Config(**sections)
+
+
+def _build(cls, values: Mapping[str, Any], where: str):
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(values) - set(known)
+    if unknown:
+        raise ConfigError(f"{where} unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
+    checked = {}
+    for name, value in values.items():
+        expected = type(getattr(cls(), name))
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if type(value) is not expected:
+            raise ConfigError(
+                f"{where} {name} = {value!r} should be a {expected.__name__}, "
+                f"not a {type(value).__name__}"
+            )
+        checked[name] = value
+    return cls(**checked)
+
+
+def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> Config:
+    """Reads a TOML config and applies `key=value` overrides (see the module docstring)."""
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    return from_dict(apply_overrides(raw, overrides), source=str(path))
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Nested dict with `section.key=value` / `key=value` strings applied."""
+    result = {name: dict(raw.get(name, {})) for name in _SECTIONS} | {
+        k: v for k, v in raw.items() if k not in _SECTIONS
+    }
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not of the form key=value")
+        section, _, name = key.rpartition(".")
+        if not section:
+            owners = [s for s, cls in _SECTIONS.items() if name in _field_names(cls)]
+            if len(owners) != 1:
+                raise ConfigError(
+                    f"override {item!r}: {name!r} is "
+                    + ("ambiguous" if owners else "not a config field")
+                    + "; write section.key=value"
+                )
+            section = owners[0]
+        if section not in _SECTIONS:
+            raise ConfigError(f"override {item!r}: unknown section {section!r}")
+        result[section][name] = _parse_value(text.strip())
+    return result
+
+
+def _field_names(cls) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text  # a bare word: a string
+
+
+def validate(config: Config, check_data: bool = True) -> Config:
+    """Raises ConfigError for anything that cannot train; returns the config unchanged."""
+    from pipeline.schema import board_files
+
+    m, t, d = config.model, config.train, config.data
+    if t.target not in TARGETS:
+        raise ConfigError(f"train.target {t.target!r} is not one of {list(TARGETS)}")
+    if t.num_bins < 2:
+        raise ConfigError(f"train.num_bins must be >= 2, got {t.num_bins}")
+    if t.sampler not in SAMPLERS:
+        raise ConfigError(f"train.sampler {t.sampler!r} is not one of {list(SAMPLERS)}")
+    if t.lr_schedule not in LR_SCHEDULES:
+        raise ConfigError(f"train.lr_schedule {t.lr_schedule!r} is not one of {LR_SCHEDULES}")
+    if t.compute_dtype not in COMPUTE_DTYPES:
+        raise ConfigError(
+            f"train.compute_dtype {t.compute_dtype!r} is not one of {list(COMPUTE_DTYPES)}"
+        )
+    if t.hl_gauss and t.target == "bc":
+        raise ConfigError("train.hl_gauss applies to value bins; target 'bc' has none")
+    positive = {
+        "model.num_layers": m.num_layers,
+        "model.embedding_dim": m.embedding_dim,
+        "model.num_heads": m.num_heads,
+        "model.widening_factor": m.widening_factor,
+        "train.batch_size": t.batch_size,
+        "train.num_steps": t.num_steps,
+        "train.log_every": t.log_every,
+        "train.checkpoint_every": t.checkpoint_every,
+        "train.keep_checkpoints": t.keep_checkpoints,
+        "train.prefetch": t.prefetch,
+        "train.eval_boards": t.eval_boards,
+        "train.eval_batches": t.eval_batches,
+    }
+    for name, value in positive.items():
+        if value < 1:
+            raise ConfigError(f"{name} must be >= 1, got {value}")
+    if t.warmup_steps < 0 or t.eval_every < 0:
+        raise ConfigError("train.warmup_steps and train.eval_every must be >= 0")
+    if m.embedding_dim % m.num_heads:
+        raise ConfigError(
+            f"model.embedding_dim {m.embedding_dim} is not divisible by "
+            f"model.num_heads {m.num_heads}"
+        )
+    if not t.learning_rate > 0:
+        raise ConfigError(f"train.learning_rate must be > 0, got {t.learning_rate}")
+    if not 0 <= t.ema_decay < 1:
+        raise ConfigError(f"train.ema_decay must lie in [0, 1), got {t.ema_decay}")
+    if not 0 <= t.final_lr_ratio <= 1:
+        raise ConfigError(f"train.final_lr_ratio must lie in [0, 1], got {t.final_lr_ratio}")
+    if not t.grad_clip_norm > 0:
+        raise ConfigError(f"train.grad_clip_norm must be > 0, got {t.grad_clip_norm}")
+    if check_data:
+        for name, path in (("data.train", d.train), ("data.test", d.test)):
+            if name == "data.test" and not path:
+                continue
+            if not path:
+                raise ConfigError(f"{name} is empty: give the annotated Parquet to train on")
+            try:
+                board_files(path)
+            except FileNotFoundError:
+                raise ConfigError(
+                    f"{name} = {path!r}: no annotated board shards there "
+                    "(a directory of boards-*.parquet, a file or a glob)"
+                ) from None
+    return config
+
+
+def to_toml(config: Config) -> str:
+    """The resolved config as TOML (tomllib only reads; the values here are all scalars)."""
+    lines = []
+    for section, values in config.to_dict().items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{escaped}"'
+    raise TypeError(f"cannot write {value!r} as TOML")

@@ -1,0 +1,370 @@
+"""Annotated Parquet -> shuffled, tokenized AV / SV / BC training batches.
+
+`load_boards` reads the shards once (schema-checked; an unknown schema is a SchemaError),
+tokenizes every board with the vectorised tokenizer and flattens the (board, move) pairs into
+parallel arrays, so that afterwards a batch is pure numpy fancy indexing.
+
+The three targets are views of the one table:
+
+- AV: items are (board, move) pairs; target = bin of the move's win probability.
+- SV: items are boards; target = bin of the board's state win probability.
+- BC: items are boards with a best move; target = the best move's action index.
+
+Order: each epoch is a seeded permutation of all items across all shards (`uniform`) or n
+draws with replacement with probability proportional to the board's `count` (`weighted`,
+the natural distribution of the games). Epoch e's order depends only on (seed, e), so the
+loader's whole state is one integer, `position` = examples handed out so far; a loader built
+with the same data, seed and position yields exactly the batches an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from model import bins
+from model.actions import indices_to_moves, moves_to_indices
+from model.tokenizer import tokenize_batch
+from pipeline.schema import board_files, check_schema
+
+_COLUMNS = ["fen", "count", "moves", "win_probs", "best_move", "state_win_prob"]
+
+
+class DataError(ValueError):
+    """A board row the loader cannot use; the message names the file and row."""
+
+
+@dataclass(frozen=True)
+class BoardData:
+    """The annotated boards as flat arrays. Pair p belongs to board `pair_board[p]`; the
+    pairs of board i are `pair_offsets[i]:pair_offsets[i+1]`, in action-space order."""
+
+    files: tuple[str, ...]
+    fens: np.ndarray  # (N,) object
+    states: np.ndarray  # (N, 77) uint8 tokens
+    counts: np.ndarray  # (N,) int64
+    state_win_probs: np.ndarray  # (N,) float32
+    best_actions: np.ndarray  # (N,) int32, -1 where the board has no best move
+    pair_offsets: np.ndarray  # (N + 1,) int64
+    pair_board: np.ndarray  # (P,) int32
+    pair_actions: np.ndarray  # (P,) int32
+    pair_win_probs: np.ndarray  # (P,) float32
+
+    @property
+    def num_boards(self) -> int:
+        return len(self.fens)
+
+    @property
+    def num_pairs(self) -> int:
+        return len(self.pair_actions)
+
+    def legal_moves(self, board: int) -> np.ndarray:
+        """UCI moves of one board, in action-space order."""
+        start, stop = self.pair_offsets[board], self.pair_offsets[board + 1]
+        return indices_to_moves(self.pair_actions[start:stop])
+
+    def move_win_probs(self, board: int) -> np.ndarray:
+        start, stop = self.pair_offsets[board], self.pair_offsets[board + 1]
+        return self.pair_win_probs[start:stop]
+
+
+def load_boards(path: str) -> BoardData:
+    """Reads every board shard at `path` (directory, file or glob) into BoardData."""
+    parts = [_load_file(file) for file in board_files(path)]
+    lengths = np.concatenate([np.diff(p["offsets"]) for p in parts])
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return BoardData(
+        files=tuple(p["file"] for p in parts),
+        fens=np.concatenate([p["fens"] for p in parts]),
+        states=np.concatenate([p["states"] for p in parts]),
+        counts=np.concatenate([p["counts"] for p in parts]),
+        state_win_probs=np.concatenate([p["state_win_probs"] for p in parts]),
+        best_actions=np.concatenate([p["best_actions"] for p in parts]),
+        pair_offsets=offsets,
+        pair_board=np.repeat(np.arange(len(lengths), dtype=np.int32), lengths),
+        pair_actions=np.concatenate([p["actions"] for p in parts]),
+        pair_win_probs=np.concatenate([p["win_probs"] for p in parts]),
+    )
+
+
+def _load_file(file: str) -> dict:
+    check_schema(pq.read_schema(file), file)
+    table = pq.read_table(file, columns=_COLUMNS)
+    fens_list = table["fen"].to_pylist()
+
+    def fail(row: int, problem: str) -> DataError:
+        return DataError(f"{file}: row {row} (FEN {fens_list[row]!r}): {problem}")
+
+    moves_col = table["moves"].combine_chunks()
+    probs_col = table["win_probs"].combine_chunks()
+    move_lengths = pc.list_value_length(moves_col).to_numpy(zero_copy_only=False)
+    prob_lengths = pc.list_value_length(probs_col).to_numpy(zero_copy_only=False)
+    mismatch = np.flatnonzero(move_lengths != prob_lengths)
+    if mismatch.size:
+        row = int(mismatch[0])
+        raise fail(row, f"{move_lengths[row]} moves but {prob_lengths[row]} win_probs")
+    offsets = np.zeros(len(fens_list) + 1, np.int64)
+    np.cumsum(move_lengths, out=offsets[1:])
+    pair_row = np.repeat(np.arange(len(fens_list)), move_lengths)
+
+    try:
+        states = tokenize_batch(fens_list).astype(np.uint8)
+    except ValueError as e:
+        raise DataError(f"{file}: {e}") from None
+    flat_moves = pc.list_flatten(moves_col).to_numpy(zero_copy_only=False)
+    try:
+        actions = moves_to_indices(flat_moves)
+    except KeyError:
+        bad = next(i for i, m in enumerate(flat_moves) if not _is_action(m))
+        raise fail(int(pair_row[bad]), f"move {flat_moves[bad]!r} is not an action") from None
+    win_probs = pc.list_flatten(probs_col).to_numpy(zero_copy_only=False).astype(np.float32)
+    bad_prob = np.flatnonzero(~((win_probs >= 0) & (win_probs <= 1)))
+    if bad_prob.size:
+        p = int(bad_prob[0])
+        raise fail(int(pair_row[p]), f"win probability {win_probs[p]} is outside [0, 1]")
+    state_probs = table["state_win_prob"].to_numpy().astype(np.float32)
+    bad_state = np.flatnonzero(~((state_probs >= 0) & (state_probs <= 1)))
+    if bad_state.size:
+        row = int(bad_state[0])
+        raise fail(row, f"state_win_prob {state_probs[row]} is outside [0, 1]")
+    counts = table["count"].to_numpy().astype(np.int64)
+    if (counts < 0).any():
+        raise fail(int(np.flatnonzero(counts < 0)[0]), "negative count")
+    best = np.asarray(table["best_move"].to_pylist(), dtype=object)
+    has_best = np.array([bool(m) for m in best], dtype=bool)
+    best_actions = np.full(len(best), -1, np.int32)
+    try:
+        best_actions[has_best] = moves_to_indices(best[has_best].astype(str))
+    except KeyError:
+        row = next(i for i in np.flatnonzero(has_best) if not _is_action(best[i]))
+        raise fail(int(row), f"best_move {best[row]!r} is not an action") from None
+    return {
+        "file": file,
+        "fens": np.asarray(fens_list, dtype=object),
+        "states": states,
+        "counts": counts,
+        "state_win_probs": state_probs,
+        "best_actions": best_actions,
+        "offsets": offsets,
+        "actions": actions,
+        "win_probs": win_probs,
+    }
+
+
+def _is_action(move) -> bool:
+    try:
+        moves_to_indices([move])
+        return True
+    except KeyError:
+        return False
+
+
+@dataclass(frozen=True)
+class ItemView:
+    """One target's items: board index, action (AV only), hard target, value (AV/SV)."""
+
+    target: str
+    board: np.ndarray  # (n,) int32
+    action: np.ndarray | None  # (n,) int32 for AV
+    label: np.ndarray  # (n,) int32: value bin or action index
+    value: np.ndarray | None  # (n,) float32 win probability, for HL-Gauss targets
+    weight: np.ndarray  # (n,) float64 sampling weight (`count` of the board)
+
+    def __len__(self) -> int:
+        return len(self.board)
+
+
+def make_view(data: BoardData, target: str, num_bins: int) -> ItemView:
+    if target == "av":
+        board = data.pair_board
+        value = data.pair_win_probs
+        return ItemView(
+            "av",
+            board,
+            data.pair_actions,
+            bins.to_bins(value, num_bins),
+            value,
+            data.counts[board].astype(np.float64),
+        )
+    if target == "sv":
+        board = np.arange(data.num_boards, dtype=np.int32)
+        value = data.state_win_probs
+        return ItemView(
+            "sv", board, None, bins.to_bins(value, num_bins), value, data.counts.astype(np.float64)
+        )
+    if target == "bc":
+        board = np.flatnonzero(data.best_actions >= 0).astype(np.int32)
+        return ItemView(
+            "bc", board, None, data.best_actions[board], None, data.counts[board].astype(float)
+        )
+    raise ValueError(f"unknown target {target!r}")
+
+
+def epoch_order(view: ItemView, epoch: int, seed: int, sampler: str) -> np.ndarray:
+    """Item indices of one epoch: a function of (seed, epoch) only."""
+    n = len(view)
+    rng = np.random.default_rng([seed, epoch])
+    if sampler == "uniform":
+        return rng.permutation(n)
+    if sampler == "weighted":
+        total = view.weight.sum()
+        if not total > 0:
+            raise DataError("sampler 'weighted' needs some board with count > 0")
+        return rng.choice(n, size=n, replace=True, p=view.weight / total)
+    raise ValueError(f"unknown sampler {sampler!r}")
+
+
+class Batches:
+    """Batches of a view from a given position: deterministic, resumable, prefetched.
+
+    Iterating yields dicts of numpy arrays: `states` (b, 77) uint8, `actions` (b,) int32 for
+    AV, and `targets` (b,) int32 (bin or action) or, with hl_gauss, (b, K) float32 soft
+    targets. b = batch_size / process_count: with several processes (hosts), process p takes
+    rows p*b:(p+1)*b of every global batch. `position` counts global examples handed out.
+    """
+
+    def __init__(
+        self,
+        data: BoardData,
+        target: str,
+        num_bins: int,
+        batch_size: int,
+        seed: int,
+        sampler: str = "uniform",
+        position: int = 0,
+        hl_gauss: bool = False,
+        hl_gauss_sigma_ratio: float = 0.75,
+        prefetch: int = 4,
+        process_index: int = 0,
+        process_count: int = 1,
+    ):
+        if batch_size % process_count:
+            raise ValueError(f"batch size {batch_size} is not divisible by {process_count} hosts")
+        self.data = data
+        self.view = make_view(data, target, num_bins)
+        if len(self.view) == 0:
+            raise DataError(f"no {target} examples in {list(data.files)}")
+        self.num_bins = num_bins
+        self.batch_size = batch_size
+        self.seed = seed
+        self.sampler = sampler
+        self.hl_gauss = hl_gauss
+        self.sigma_ratio = hl_gauss_sigma_ratio
+        self.prefetch = prefetch
+        self._local = slice(
+            process_index * batch_size // process_count,
+            (process_index + 1) * batch_size // process_count,
+        )
+        self._position = position
+        self._orders: dict[int, np.ndarray] = {}
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    @property
+    def position(self) -> int:
+        """Global examples handed out so far (what a checkpoint stores)."""
+        return self._position
+
+    @property
+    def epoch(self) -> float:
+        return self._position / len(self.view)
+
+    def _order(self, epoch: int) -> np.ndarray:
+        if epoch not in self._orders:
+            # Keep at most the current and next epoch: a batch spans at most two.
+            for old in [e for e in self._orders if e < epoch - 1]:
+                del self._orders[old]
+            self._orders[epoch] = epoch_order(self.view, epoch, self.seed, self.sampler)
+        return self._orders[epoch]
+
+    def indices(self, position: int) -> np.ndarray:
+        """Item indices of the global batch starting at `position`."""
+        n = len(self.view)
+        cursor = np.arange(position, position + self.batch_size, dtype=np.int64)
+        epochs, offsets = np.divmod(cursor, n)
+        if epochs[0] == epochs[-1]:
+            return self._order(int(epochs[0]))[offsets]
+        out = np.empty(self.batch_size, np.int64)
+        for e in np.unique(epochs):
+            mask = epochs == e
+            out[mask] = self._order(int(e))[offsets[mask]]
+        return out
+
+    def make_batch(self, position: int) -> dict[str, np.ndarray]:
+        items = self.indices(position)[self._local]
+        view = self.view
+        batch = {"states": self.data.states[view.board[items]]}
+        if view.action is not None:
+            batch["actions"] = view.action[items]
+        if self.hl_gauss:
+            batch["targets"] = bins.hl_gauss_targets(
+                view.value[items], self.num_bins, self.sigma_ratio
+            )
+        else:
+            batch["targets"] = view.label[items]
+        return batch
+
+    def _put(self, item) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _produce(self, start: int) -> None:
+        position = start
+        try:
+            while not self._stop.is_set():
+                self._put((self.make_batch(position), position + self.batch_size))
+                position += self.batch_size
+        except BaseException as e:  # handed to the consumer, which re-raises it
+            self._put((e, None))
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        return self
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        if self.prefetch <= 0:
+            batch = self.make_batch(self._position)
+            self._position += self.batch_size
+            return batch
+        if self._thread is None:
+            self._queue = queue.Queue(maxsize=self.prefetch)
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._produce, args=(self._position,), daemon=True, name="batches"
+            )
+            self._thread.start()
+        batch, end = self._queue.get()
+        if end is None:
+            raise batch
+        self._position = end
+        return batch
+
+    def close(self) -> None:
+        """Stops the prefetch thread; iteration may restart later from `position`."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._queue = None
+
+    def __enter__(self) -> Batches:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def fingerprint(data: BoardData) -> dict:
+    """What a resumed run checks to know it reads the same data."""
+    return {"boards": data.num_boards, "pairs": data.num_pairs, "files": len(data.files)}

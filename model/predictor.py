@@ -1,0 +1,194 @@
+"""Batched, jit-compiled predictions of a trained model: the interface eval/ builds on.
+
+    from model.predictor import Predictor
+    p = Predictor.from_checkpoint("runs/small")          # latest checkpoint, EMA params
+    p.config.target                                      # "av", "sv" or "bc"
+    p.action_values(fens, moves)   # AV: list of (len(moves[i]),) win probabilities
+    p.state_values(fens)           # SV: (N,) win probability of the side to move
+    p.move_log_probs(fens)         # BC: (N, 1968) log-probabilities over the action space
+    p.move_values(boards)          # any target: [(legal UCI moves, scores)], higher = better
+    p.best_moves(boards)           # any target: the top-scoring legal move per board
+
+All win probabilities are from the view of the side to move of the board given. Rows from
+all boards go through the network together in chunks of at most `max_batch`, each padded
+to a power-of-two bucket so that a handful of shapes are ever compiled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import chess
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from model import bins
+from model.actions import NUM_ACTIONS, legal_actions, moves_to_indices
+from model.config import Config
+from model.tokenizer import tokenize_batch
+from model.transformer import build, cast
+
+_MIN_BUCKET = 16
+
+
+class TargetError(ValueError):
+    """A prediction the model's target cannot make (e.g. action values from a BC model)."""
+
+
+class Predictor:
+    """Predictions of one parameter set. Build with `from_checkpoint` or `Predictor(params,
+    config)` (in-memory parameters, as the trainer's evaluation does)."""
+
+    def __init__(self, params, config: Config, max_batch: int = 1024):
+        if max_batch < _MIN_BUCKET or max_batch & (max_batch - 1):
+            raise ValueError(f"max_batch must be a power of two >= {_MIN_BUCKET}")
+        self.config = config
+        self.max_batch = max_batch
+        self.step: int | None = None  # the training step, when loaded from a checkpoint
+        self.params = jax.device_put(params, jax.local_devices()[0])
+        model = build(config)
+        dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
+
+        def log_probs(params, states, actions):
+            return model.apply(cast(params, dtype), states, actions)
+
+        def values(params, states, actions):
+            return bins.expected_value(log_probs(params, states, actions))
+
+        self._log_probs = jax.jit(log_probs)
+        self._values = jax.jit(values)
+
+    @classmethod
+    def from_checkpoint(
+        cls, path: str, use_ema: bool = True, step: int | None = None, max_batch: int = 1024
+    ) -> Predictor:
+        """Loads a run dir (its latest checkpoint, or `step`) or one checkpoint's dir."""
+        from model.checkpoint import load_params
+
+        params, config, meta = load_params(path, use_ema=use_ema, step=step)
+        predictor = cls(params, config, max_batch=max_batch)
+        predictor.step = meta["step"]
+        return predictor
+
+    # --- the network, in padded chunks -------------------------------------------------
+
+    def _bucket(self, rows: int) -> int:
+        return max(_MIN_BUCKET, 1 << max(0, rows - 1).bit_length())
+
+    def _run(self, fn, states: np.ndarray, actions: np.ndarray | None) -> np.ndarray:
+        outputs = []
+        for start in range(0, len(states), self.max_batch):
+            chunk = states[start : start + self.max_batch]
+            rows = len(chunk)
+            size = min(self._bucket(rows), self.max_batch)
+            padded = np.zeros((size, chunk.shape[1]), np.int32)
+            padded[:rows] = chunk
+            padded_actions = None
+            if actions is not None:
+                padded_actions = np.zeros(size, np.int32)
+                padded_actions[:rows] = actions[start : start + rows]
+            out = fn(self.params, padded, padded_actions)
+            outputs.append(np.asarray(out)[:rows])
+        return np.concatenate(outputs) if outputs else np.zeros((0,), np.float32)
+
+    def _require(self, target: str, what: str) -> None:
+        if self.config.target != target:
+            raise TargetError(
+                f"{what} needs a model trained for target {target!r}; "
+                f"this one was trained for {self.config.target!r}"
+            )
+
+    # --- the three targets -------------------------------------------------------------
+
+    def action_values(
+        self, fens: Sequence[str], moves: Sequence[Sequence[str]]
+    ) -> list[np.ndarray]:
+        """AV: for board i, the predicted win probability of each move in moves[i]."""
+        self._require("av", "action_values")
+        if len(fens) != len(moves):
+            raise ValueError(f"{len(fens)} FENs but {len(moves)} move lists")
+        lengths = np.array([len(m) for m in moves], dtype=np.int64)
+        if lengths.sum() == 0:
+            return [np.zeros(0, np.float32) for _ in fens]
+        states = np.repeat(tokenize_batch(list(fens)), lengths, axis=0)
+        actions = moves_to_indices(np.concatenate([np.asarray(m, dtype=str) for m in moves]))
+        values = self._run(self._values, states, actions)
+        return np.split(values, np.cumsum(lengths)[:-1])
+
+    def state_values(self, fens: Sequence[str]) -> np.ndarray:
+        """SV: (N,) predicted win probability of the side to move."""
+        self._require("sv", "state_values")
+        if len(fens) == 0:
+            return np.zeros(0, np.float32)
+        return self._run(self._values, tokenize_batch(list(fens)), None)
+
+    def move_log_probs(self, fens: Sequence[str]) -> np.ndarray:
+        """BC: (N, 1968) log-probabilities over the whole action space (legal or not)."""
+        self._require("bc", "move_log_probs")
+        if len(fens) == 0:
+            return np.zeros((0, NUM_ACTIONS), np.float32)
+        return self._run(self._log_probs, tokenize_batch(list(fens)), None)
+
+    # --- any target: a score per legal move --------------------------------------------
+
+    def move_values(self, boards: Sequence[chess.Board]) -> list[tuple[list[str], np.ndarray]]:
+        """For each board, its legal moves in action-space order and a score per move,
+        higher being better for the side to move:
+
+        - AV: the move's predicted win probability;
+        - SV: 1 - the predicted state value of the successor board, for the opponent. A
+          successor that is checkmate scores 1 and stalemate or insufficient material 0.5
+          (rules of the game, not search: such boards never appear in the training data);
+        - BC: the move's probability, renormalised over the legal moves.
+
+        A board without legal moves gets ([], an empty array).
+        """
+        legal = [legal_actions(board) for board in boards]
+        target = self.config.target
+        if target == "av":
+            scores = self.action_values([b.fen() for b in boards], legal)
+        elif target == "sv":
+            scores = self._successor_scores(boards, legal)
+        else:
+            scores = self._policy_scores(boards, legal)
+        return [(moves, np.asarray(s, np.float32)) for moves, s in zip(legal, scores, strict=True)]
+
+    def best_moves(self, boards: Sequence[chess.Board]) -> list[str | None]:
+        """The top-scoring legal move of each board (first in action order on ties)."""
+        return [
+            moves[int(np.argmax(s))] if moves else None for moves, s in self.move_values(boards)
+        ]
+
+    def _successor_scores(self, boards, legal) -> list[np.ndarray]:
+        fens, where, fixed = [], [], []
+        for i, (board, moves) in enumerate(zip(boards, legal, strict=True)):
+            scores = np.zeros(len(moves), np.float32)
+            for j, uci in enumerate(moves):
+                after = board.copy(stack=False)
+                after.push_uci(uci)
+                if after.is_checkmate():
+                    scores[j] = 1.0
+                elif after.is_stalemate() or after.is_insufficient_material():
+                    scores[j] = 0.5
+                else:
+                    fens.append(after.fen())
+                    where.append((i, j))
+            fixed.append(scores)
+        if fens:
+            opponent = self.state_values(fens)
+            for (i, j), value in zip(where, opponent, strict=True):
+                fixed[i][j] = 1.0 - value
+        return fixed
+
+    def _policy_scores(self, boards, legal) -> list[np.ndarray]:
+        log_probs = self.move_log_probs([b.fen() for b in boards])
+        scores = []
+        for row, moves in zip(log_probs, legal, strict=True):
+            if not moves:
+                scores.append(np.zeros(0, np.float32))
+                continue
+            logits = row[moves_to_indices(moves)].astype(np.float64)
+            weights = np.exp(logits - logits.max())
+            scores.append(weights / weights.sum())
+        return scores

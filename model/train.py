@@ -1,0 +1,550 @@
+"""The training loop and its CLI: annotated Parquet -> orbax checkpoints of an AV/SV/BC model.
+
+    python -m model.train --config model/configs/small.toml \\
+        --data data/annotated/train --test-data data/annotated/test --out runs/small
+
+Data-parallel over every device of every process (a `data` mesh axis; parameters
+replicated, batches split). Several hosts: set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and
+JAX_PROCESS_ID (or pass --distributed where JAX auto-detects the cluster, e.g. TPU pods or
+SLURM) and start the same command on every host; each reads its slice of every batch.
+
+Re-running the same command in the same --out resumes from the latest checkpoint: parameters,
+EMA, optimiser state and the loader's position, so the run continues exactly where it was
+(`--stop-after N` or SIGTERM saves and stops at a step, for preemptible machines).
+
+Writes to --out: `config.toml` (the resolved config), `checkpoints/<step>/` (see
+model.checkpoint), `metrics.jsonl` (one JSON object per log or evaluation; after a resume,
+steps between the last checkpoint and the interruption appear again), and TensorBoard event
+files when tensorboardX or torch is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import chess
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from eval.metrics import summarize
+from model import config as config_lib
+from model.checkpoint import Checkpointer, abstract_like, checkpoints_dir
+from model.config import Config, ConfigError, TrainConfig
+from model.data import Batches, BoardData, DataError, fingerprint, load_boards
+from model.predictor import Predictor
+from model.transformer import build, cast, count_params, init_params
+from pipeline.schema import SchemaError
+
+DATA_AXIS = "data"
+
+
+class TrainState(NamedTuple):
+    params: Any
+    ema_params: Any
+    opt_state: Any
+
+
+# --- pure pieces: schedule, optimiser, loss, step -------------------------------------
+
+
+def learning_rate(t: TrainConfig) -> optax.Schedule:
+    """Linear warm-up from 0 over `warmup_steps`, then constant or cosine to final_lr_ratio."""
+    peak = t.learning_rate
+    if t.lr_schedule == "cosine":
+        return optax.warmup_cosine_decay_schedule(
+            init_value=0.0,
+            peak_value=peak,
+            warmup_steps=t.warmup_steps,
+            decay_steps=max(t.num_steps, t.warmup_steps + 1),
+            end_value=peak * t.final_lr_ratio,
+        )
+    if t.warmup_steps:
+        return optax.join_schedules(
+            [optax.linear_schedule(0.0, peak, t.warmup_steps), optax.constant_schedule(peak)],
+            [t.warmup_steps],
+        )
+    return optax.constant_schedule(peak)
+
+
+def make_optimizer(t: TrainConfig) -> optax.GradientTransformation:
+    """Adam after global-norm clipping (the paper's optimiser)."""
+    return optax.chain(optax.clip_by_global_norm(t.grad_clip_norm), optax.adam(learning_rate(t)))
+
+
+def make_loss(config: Config) -> Callable:
+    """loss(params, batch) -> (mean cross-entropy, metrics). Hard targets are int indices;
+    soft (HL-Gauss) targets are (B, K) distributions."""
+    model = build(config)
+    dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
+
+    def loss(params, batch):
+        log_probs = model.apply(cast(params, dtype), batch["states"], batch.get("actions"))
+        targets = batch["targets"]
+        if targets.ndim == 2:
+            nll = -(targets * log_probs).sum(axis=-1)
+            hard = jnp.argmax(targets, axis=-1)
+        else:
+            nll = -jnp.take_along_axis(log_probs, targets[:, None], axis=-1)[:, 0]
+            hard = targets
+        mean = nll.mean()
+        accuracy = (jnp.argmax(log_probs, axis=-1) == hard).mean()
+        return mean, {"loss": mean, "accuracy": accuracy}
+
+    return loss
+
+
+def make_train_step(config: Config, optimizer: optax.GradientTransformation) -> Callable:
+    """step(state, batch) -> (state, metrics): one Adam update and the EMA update."""
+    loss = make_loss(config)
+    decay = config.train.ema_decay
+
+    def step(state: TrainState, batch) -> tuple[TrainState, dict]:
+        grads, metrics = jax.grad(loss, has_aux=True)(state.params, batch)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        ema = jax.tree_util.tree_map(
+            lambda e, p: decay * e + (1.0 - decay) * p, state.ema_params, params
+        )
+        metrics["grad_norm"] = optax.global_norm(grads)
+        return TrainState(params, ema, opt_state), metrics
+
+    return step
+
+
+def make_eval_step(config: Config) -> Callable:
+    loss = make_loss(config)
+    return lambda params, batch: loss(params, batch)[1]
+
+
+# --- devices --------------------------------------------------------------------------
+
+
+def maybe_initialize_distributed(force: bool = False) -> None:
+    """jax.distributed.initialize when launched as one process of many (env-var triggered)."""
+    env = os.environ
+    if not (force or env.get("JAX_COORDINATOR_ADDRESS")):
+        return
+    kwargs = {}
+    if env.get("JAX_NUM_PROCESSES"):
+        kwargs["num_processes"] = int(env["JAX_NUM_PROCESSES"])
+    if env.get("JAX_PROCESS_ID"):
+        kwargs["process_id"] = int(env["JAX_PROCESS_ID"])
+    jax.distributed.initialize(**kwargs)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The mesh and the two shardings the loop uses."""
+
+    mesh: Mesh
+    replicated: NamedSharding
+    batch: NamedSharding
+
+    @classmethod
+    def over_all_devices(cls) -> Placement:
+        mesh = Mesh(np.asarray(jax.devices()), (DATA_AXIS,))
+        return cls(mesh, NamedSharding(mesh, P()), NamedSharding(mesh, P(DATA_AXIS)))
+
+    def global_batch(self, local: dict[str, np.ndarray]) -> dict[str, jax.Array]:
+        """This process's rows -> arrays sharded over the data axis of all processes."""
+        return {k: jax.make_array_from_process_local_data(self.batch, v) for k, v in local.items()}
+
+
+def init_state(config: Config, optimizer, placement: Placement) -> TrainState:
+    params = jax.device_put(init_params(config), placement.replicated)
+    # A host round trip gives the EMA its own buffers (the step donates the state).
+    ema = jax.device_put(jax.device_get(params), placement.replicated)
+    opt_state = jax.jit(optimizer.init, out_shardings=placement.replicated)(params)
+    return TrainState(params, ema, opt_state)
+
+
+def compile_train_step(config: Config, optimizer, placement: Placement) -> Callable:
+    return jax.jit(
+        make_train_step(config, optimizer),
+        in_shardings=(placement.replicated, placement.batch),
+        out_shardings=(placement.replicated, placement.replicated),
+        donate_argnums=0,
+    )
+
+
+# --- logging --------------------------------------------------------------------------
+
+
+class MetricsLog:
+    """metrics.jsonl (and TensorBoard if installed), written by process 0 only."""
+
+    def __init__(self, run_dir: str, enabled: bool):
+        self.enabled = enabled
+        self._file = open(os.path.join(run_dir, "metrics.jsonl"), "a") if enabled else None
+        self._tb = _tensorboard_writer(run_dir) if enabled else None
+
+    def write(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            for key, value in record.items():
+                if isinstance(value, int | float) and key != "step":
+                    self._tb.add_scalar(f"{record['kind']}/{key}", value, record["step"])
+
+    def close(self) -> None:
+        if self._file:
+            self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def _tensorboard_writer(run_dir: str):
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            return None
+    return SummaryWriter(os.path.join(run_dir, "tensorboard"))
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+# --- evaluation -----------------------------------------------------------------------
+
+
+class Evaluator:
+    """Test loss and accuracy on fixed test batches, and action accuracy and Kendall's tau
+    of the model's move scores against Stockfish's on a fixed subset of test boards."""
+
+    def __init__(self, config: Config, test: BoardData, placement: Placement):
+        t = config.train
+        self.config = config
+        self.placement = placement
+        batches = Batches(
+            test,
+            t.target,
+            t.num_bins,
+            t.batch_size,
+            seed=t.seed,
+            hl_gauss=t.hl_gauss,
+            hl_gauss_sigma_ratio=t.hl_gauss_sigma_ratio,
+            prefetch=0,
+            process_index=jax.process_index(),
+            process_count=jax.process_count(),
+        )
+        self.batches = [placement.global_batch(next(batches)) for _ in range(t.eval_batches)]
+        self.step = jax.jit(
+            make_eval_step(config),
+            in_shardings=(placement.replicated, placement.batch),
+            out_shardings=placement.replicated,
+        )
+        playable = np.flatnonzero(np.diff(test.pair_offsets) > 0)
+        rng = np.random.default_rng(t.seed)
+        chosen = np.sort(rng.choice(playable, min(t.eval_boards, len(playable)), replace=False))
+        self.boards = [chess.Board(test.fens[i]) for i in chosen]
+        self.truth = [
+            dict(zip(test.legal_moves(i), test.move_win_probs(i), strict=True)) for i in chosen
+        ]
+        self.predictor: Predictor | None = None
+
+    def __call__(self, params) -> dict[str, float]:
+        sums: dict[str, float] = {}
+        for batch in self.batches:
+            for k, v in self.step(params, batch).items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+        result = {f"test_{k}": v / len(self.batches) for k, v in sums.items()}
+        host_params = jax.device_get(params)
+        if self.predictor is None:
+            self.predictor = Predictor(host_params, self.config)
+        else:
+            self.predictor.params = jax.device_put(host_params, jax.local_devices()[0])
+        predicted, truth = [], []
+        for (moves, scores), values in zip(
+            self.predictor.move_values(self.boards), self.truth, strict=True
+        ):
+            predicted.append(scores)
+            truth.append(np.array([values[m] for m in moves], np.float64))
+        summary = summarize(predicted, truth)
+        result.update(
+            action_accuracy=summary["action_accuracy"],
+            kendall_tau=summary["kendall_tau"],
+            mean_abs_win_prob_error=summary["mean_abs_win_prob_error"],
+            eval_boards=summary["boards"],
+        )
+        return result
+
+
+# --- the loop -------------------------------------------------------------------------
+
+
+@dataclass
+class TrainResult:
+    step: int
+    state: TrainState
+    data_position: int
+    last_eval: dict[str, float] | None
+    stopped_early: bool
+
+
+def check_resumable(saved: Config, config: Config, out: str) -> None:
+    """A run dir can only be resumed by a config that trains the same network."""
+    same = (
+        saved.model == config.model
+        and saved.train.target == config.train.target
+        and saved.train.num_bins == config.train.num_bins
+    )
+    if not same:
+        raise ConfigError(
+            f"{out} holds checkpoints of a different model or target (saved: {saved.model}, "
+            f"target {saved.train.target}, {saved.train.num_bins} bins); use another --out"
+        )
+
+
+def train(
+    config: Config,
+    out: str,
+    stop_after: int | None = None,
+    log: Callable[[str], None] = print,
+) -> TrainResult:
+    """Trains (or resumes) `config` into run dir `out`; returns the final state.
+
+    Validation, the resume check and data loading all happen before anything is compiled.
+    `stop_after` stops (with a checkpoint) once that step is reached, as SIGTERM does.
+    """
+    config_lib.validate(config)
+    t = config.train
+    placement = Placement.over_all_devices()
+    if t.batch_size % len(jax.devices()):
+        raise ConfigError(
+            f"train.batch_size {t.batch_size} is not divisible by the {len(jax.devices())} devices"
+        )
+    is_main = jax.process_index() == 0
+    os.makedirs(out, exist_ok=True)
+    checkpointer = Checkpointer(checkpoints_dir(out), keep=t.keep_checkpoints)
+    resume_step = checkpointer.latest_step()
+    meta = None
+    if resume_step is not None:
+        meta = checkpointer.meta(resume_step)
+        check_resumable(config_lib.from_dict(meta["config"]), config, out)
+    if is_main:
+        with open(os.path.join(out, "config.toml"), "w") as f:
+            f.write(config_lib.to_toml(config))
+
+    started = time.perf_counter()
+    train_data = load_boards(config.data.train)
+    test_data = load_boards(config.data.test) if config.data.test else None
+    log(
+        f"data: {train_data.num_boards} boards, {train_data.num_pairs} action values "
+        f"from {len(train_data.files)} shard(s) in {time.perf_counter() - started:.1f}s"
+        + (f"; test: {test_data.num_boards} boards" if test_data else "; no test split")
+    )
+    if meta is not None and meta.get("data_fingerprint") != fingerprint(train_data):
+        log(
+            f"warning: the training data differ from the checkpoint's "
+            f"({meta.get('data_fingerprint')} vs {fingerprint(train_data)}): "
+            "the data order does not continue exactly"
+        )
+
+    optimizer = make_optimizer(t)
+    state = init_state(config, optimizer, placement)
+    start_step, position = 0, 0
+    if resume_step is not None:
+        restored = checkpointer.restore(
+            resume_step,
+            {
+                "params": abstract_like(state.params, placement.replicated),
+                "ema_params": abstract_like(state.ema_params, placement.replicated),
+                "opt_state": abstract_like(state.opt_state, placement.replicated),
+            },
+        )
+        state = TrainState(restored["params"], restored["ema_params"], restored["opt_state"])
+        start_step, position = restored["meta"]["step"], restored["meta"]["data_position"]
+        log(f"resumed from step {start_step} (data position {position}) in {out}")
+    log(
+        f"model {config.model.size}: {count_params(state.params):,} parameters, target "
+        f"{t.target}, {len(jax.devices())} device(s) on {jax.process_count()} process(es)"
+    )
+
+    batches = Batches(
+        train_data,
+        t.target,
+        t.num_bins,
+        t.batch_size,
+        seed=t.seed,
+        sampler=t.sampler,
+        position=position,
+        hl_gauss=t.hl_gauss,
+        hl_gauss_sigma_ratio=t.hl_gauss_sigma_ratio,
+        prefetch=t.prefetch,
+        process_index=jax.process_index(),
+        process_count=jax.process_count(),
+    )
+    evaluator = Evaluator(config, test_data, placement) if test_data else None
+    step_fn = compile_train_step(config, optimizer, placement)
+    metrics_log = MetricsLog(out, is_main)
+    lr = learning_rate(t)
+
+    stop_requested = threading.Event()
+    previous_handler = None
+    if threading.current_thread() is threading.main_thread():
+        previous_handler = signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
+
+    def save(step: int) -> None:
+        checkpointer.save(
+            step,
+            state.params,
+            state.ema_params,
+            state.opt_state,
+            {
+                "step": step,
+                "data_position": batches.position,
+                "data_fingerprint": fingerprint(train_data),
+                "config": config.to_dict(),
+            },
+        )
+
+    step = start_step
+    last_eval = None
+    stopped_early = False
+    window: list[dict] = []
+    window_start, window_step = time.perf_counter(), step
+    try:
+        while step < t.num_steps:
+            state, metrics = step_fn(state, placement.global_batch(next(batches)))
+            step += 1
+            window.append(metrics)
+            if step == start_step + 1:
+                jax.block_until_ready(metrics)
+                log(f"step {step}: compiled and ran in {time.perf_counter() - started:.1f}s")
+                window, window_start, window_step = [], time.perf_counter(), step
+            if step % t.log_every == 0 or step == t.num_steps:
+                if window:
+                    record = _train_record(window, step, window_step, window_start, t, lr)
+                    record["epoch"] = round(batches.epoch, 4)
+                    metrics_log.write(record)
+                    eta = (t.num_steps - step) * t.batch_size / record["examples_per_s"]
+                    log(
+                        f"step {step}/{t.num_steps} | loss {record['loss']:.4f} | "
+                        f"acc {record['accuracy']:.3f} | {record['examples_per_s']:,.0f} ex/s | "
+                        f"epoch {record['epoch']:.2f} | ETA {_duration(eta)}"
+                    )
+                window, window_start, window_step = [], time.perf_counter(), step
+            stopping = stop_requested.is_set() or (stop_after is not None and step >= stop_after)
+            if step % t.checkpoint_every == 0 or step == t.num_steps or stopping:
+                save(step)
+            evaluating = step == t.num_steps or (t.eval_every and step % t.eval_every == 0)
+            if evaluator is not None and evaluating and not stopping:
+                last_eval = evaluator(state.ema_params)
+                metrics_log.write({"kind": "eval", "step": step, **last_eval})
+                log(
+                    f"eval step {step} (EMA): test loss {last_eval['test_loss']:.4f} | "
+                    f"acc {last_eval['test_accuracy']:.3f} | action accuracy "
+                    f"{last_eval['action_accuracy']:.3f} | Kendall tau "
+                    f"{last_eval['kendall_tau']:.3f}"
+                )
+            if stopping:
+                stopped_early = step < t.num_steps
+                log(f"stopped at step {step}; run the same command again to resume")
+                break
+        if start_step >= t.num_steps:
+            log(f"{out} already reached step {start_step} of {t.num_steps}: nothing to do")
+    finally:
+        batches.close()
+        checkpointer.close()
+        metrics_log.close()
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+    return TrainResult(step, state, batches.position, last_eval, stopped_early)
+
+
+def _train_record(window, step, window_step, window_start, t: TrainConfig, lr) -> dict:
+    seconds = time.perf_counter() - window_start
+    means = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
+    return {
+        "kind": "train",
+        "step": step,
+        **means,
+        "learning_rate": float(lr(step - 1)),
+        "examples_per_s": (step - window_step) * t.batch_size / max(seconds, 1e-9),
+        "time": time.time(),
+    }
+
+
+# --- CLI ------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m model.train", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--config", required=True, help="a TOML file (model/configs/*.toml)")
+    parser.add_argument("--data", help="training boards (overrides data.train)")
+    parser.add_argument("--test-data", help="test boards for evaluation (overrides data.test)")
+    parser.add_argument("--out", required=True, help="run directory (resumed if it exists)")
+    parser.add_argument("--steps", type=int, help="overrides train.num_steps")
+    parser.add_argument("--batch-size", type=int, help="overrides train.batch_size")
+    parser.add_argument("--target", help="overrides train.target (av, sv or bc)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any field, e.g. --set train.learning_rate=1e-4 --set num_layers=2",
+    )
+    parser.add_argument("--stop-after", type=int, help="checkpoint and stop at this step")
+    parser.add_argument(
+        "--distributed", action="store_true", help="jax.distributed.initialize (auto-detect)"
+    )
+    return parser.parse_args(argv)
+
+
+def resolve_config(args: argparse.Namespace) -> Config:
+    overrides = list(args.set)
+    flags = {
+        "data.train": args.data,
+        "data.test": args.test_data,
+        "train.num_steps": args.steps,
+        "train.batch_size": args.batch_size,
+        "train.target": args.target,
+    }
+    for key, value in flags.items():
+        if value is not None:
+            overrides.append(f"{key}={json.dumps(value)}")
+    return config_lib.load(args.config, overrides)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        config = config_lib.validate(resolve_config(args))
+        maybe_initialize_distributed(args.distributed)
+        train(config, args.out, stop_after=args.stop_after)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    except (DataError, SchemaError, FileNotFoundError) as e:
+        print(f"data error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

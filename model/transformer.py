@@ -1,0 +1,128 @@
+"""The Haiku transformer of DESIGN.md: a board (and, for action values, a move) -> log-probs.
+
+Input sequence: a start token, the 77 board tokens and, for the AV target, the move's action
+index (79 positions); SV and BC read the first 78. Tokens and actions share one embedding
+table of 1968 rows (board tokens are ids 0..30), scaled by sqrt(d), plus a learned positional
+embedding of 79 rows. Then L blocks of pre-LayerNorm non-causal multi-head attention and
+pre-LayerNorm SwiGLU MLP (hidden 4d), all projections without biases; a final LayerNorm; a
+linear head with bias read at the last position; log-softmax. With 8 layers, d=256 and 128
+bins this is 8,954,240 parameters, the paper's 9M model.
+"""
+
+from __future__ import annotations
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from model.config import EMBEDDING_VOCAB_SIZE, MAX_SEQUENCE_LENGTH, Config, ModelConfig
+
+START_TOKEN = 0
+
+
+def _layer_norm(x: jax.Array, name: str) -> jax.Array:
+    return hk.LayerNorm(axis=-1, create_scale=True, create_offset=True, name=name)(x)
+
+
+def _attention(x: jax.Array, num_heads: int) -> jax.Array:
+    batch, length, width = x.shape
+    head_dim = width // num_heads
+
+    def project(name: str) -> jax.Array:
+        y = hk.Linear(width, with_bias=False, name=name)(x)
+        return y.reshape(batch, length, num_heads, head_dim)
+
+    q, k, v = project("query"), project("key"), project("value")
+    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(head_dim).astype(x.dtype)
+    # Softmax in float32 even under bf16 compute: it is the numerically fragile step.
+    weights = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(x.dtype)
+    mixed = jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(batch, length, width)
+    return hk.Linear(width, with_bias=False, name="output")(mixed)
+
+
+def _swiglu(x: jax.Array, hidden: int) -> jax.Array:
+    gate = hk.Linear(hidden, with_bias=False, name="gate")(x)
+    up = hk.Linear(hidden, with_bias=False, name="up")(x)
+    return hk.Linear(x.shape[-1], with_bias=False, name="down")(jax.nn.silu(gate) * up)
+
+
+def sequences(states: jax.Array, actions: jax.Array | None) -> jax.Array:
+    """[start, 77 board tokens(, action)] as int32, shape (B, 78) or (B, 79)."""
+    states = states.astype(jnp.int32)
+    parts = [jnp.full((states.shape[0], 1), START_TOKEN, jnp.int32), states]
+    if actions is not None:
+        parts.append(actions.astype(jnp.int32)[:, None])
+    return jnp.concatenate(parts, axis=1)
+
+
+def _forward(
+    states: jax.Array, actions: jax.Array | None, model: ModelConfig, output_size: int
+) -> jax.Array:
+    tokens = sequences(states, actions)
+    width = model.embedding_dim
+    embed = hk.Embed(
+        vocab_size=EMBEDDING_VOCAB_SIZE,
+        embed_dim=width,
+        w_init=hk.initializers.TruncatedNormal(stddev=model.embedding_init_scale),
+        name="embed",
+    )
+    # Positional rows start at unit scale (the reference's hk.Embed default) so square
+    # identity is visible from step 0, next to token embeddings of scale 0.02 * sqrt(d).
+    positions = hk.get_parameter(
+        "positional_embeddings",
+        (MAX_SEQUENCE_LENGTH, width),
+        init=hk.initializers.TruncatedNormal(stddev=1.0),
+    )
+    h = embed(tokens) * np.sqrt(width) + positions[: tokens.shape[1]]
+    for i in range(model.num_layers):
+        with hk.name_scope(f"block_{i}"):
+            h = h + _attention(_layer_norm(h, "attention_norm"), model.num_heads)
+            h = h + _swiglu(_layer_norm(h, "mlp_norm"), model.widening_factor * width)
+    last = _layer_norm(h[:, -1], "final_norm")
+    logits = hk.Linear(output_size, name="head")(last).astype(jnp.float32)
+    return jax.nn.log_softmax(logits, axis=-1)
+
+
+def build(config: Config) -> hk.Transformed:
+    """The model as pure functions: init(rng, states, actions) and apply(params, states, actions).
+
+    `states` is (B, 77) board tokens; `actions` is (B,) action indices for the AV target and
+    None for SV and BC. apply returns float32 log-probabilities of shape (B, output_size):
+    over value bins for AV/SV, over the 1968 actions for BC.
+    """
+
+    def forward(states, actions=None):
+        return _forward(states, actions, config.model, config.output_size)
+
+    return hk.without_apply_rng(hk.transform(forward))
+
+
+def example_inputs(config: Config, batch: int = 1) -> tuple[np.ndarray, np.ndarray | None]:
+    """Zero inputs of the right shapes for init and shape inference."""
+    states = np.zeros((batch, MAX_SEQUENCE_LENGTH - 2), np.int32)
+    actions = np.zeros((batch,), np.int32) if config.target == "av" else None
+    return states, actions
+
+
+def init_params(config: Config, seed: int | None = None) -> hk.Params:
+    seed = config.train.seed if seed is None else seed
+    states, actions = example_inputs(config)
+    return build(config).init(jax.random.PRNGKey(seed), states, actions)
+
+
+def param_shapes(config: Config) -> hk.Params:
+    """Parameter shapes and dtypes without computing anything (jax.ShapeDtypeStruct leaves)."""
+    states, actions = example_inputs(config)
+    return jax.eval_shape(build(config).init, jax.random.PRNGKey(0), states, actions)
+
+
+def count_params(params) -> int:
+    return int(sum(np.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(params)))
+
+
+def cast(params, dtype) -> hk.Params:
+    """Floating-point leaves cast to `dtype` (bf16 compute keeps a float32 master copy)."""
+    return jax.tree_util.tree_map(
+        lambda p: p.astype(dtype) if jnp.issubdtype(p.dtype, jnp.floating) else p, params
+    )
