@@ -1,0 +1,603 @@
+"""The Beam pipeline: PGN games -> deduplicated boards -> Stockfish action values -> Parquet.
+
+    python -m pipeline.annotate INPUT... --out DIR --split train --limit nodes=2000 \\
+        [--sample-rate R] [--max-games N] [--num-shards K] [beam options]
+
+Stages (each a Beam transform; the same code runs on the DirectRunner, Dataflow, Flink, Spark):
+
+1. ReadGames: each input file streamed line by line (`.pgn.zst` decompressed on the fly),
+   cut into games, garbage between games counted; games sampled by a hash of their id
+   (`--sample-rate`, `--seed`), so the sample is the same on every runner.
+2. ParseGames: python-chess parses each game; variants, set-up positions (unless
+   `--allow-setup`), parse errors, illegal moves and empty games are skipped and counted.
+   `--max-games N` then keeps the N valid games with the smallest sampling hash.
+3. The FEN before each move, counted per distinct full FEN (`count` column).
+4. AnnotateBoards: one Stockfish per worker (started in `setup`, closed in `teardown`), one
+   search per legal move restricted to that move; engine failures restart the engine and retry,
+   boards that still fail go to the failures output.
+5. Sharded Parquet (`pipeline/schema.py`) and `stats.json` beside the shards.
+
+With no `--runner`, `--runner=DirectRunner` is added (Beam's default would first try to download
+its Prism runner). `--direct_num_workers=N --direct_running_mode=multi_processing` runs N
+engines at once. `run(argv)` is the programmatic entry point and returns the stats document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipeline import pgn, stats
+from pipeline.action_values import AnnotationFailed, BoardAnnotator, NoLegalMoves
+from pipeline.engine import Limit, UciEngine
+from pipeline.engine_path import find_engine
+from pipeline.progress import format_duration
+from pipeline.schema import (
+    BOARD_SCHEMA,
+    BOARDS_PREFIX,
+    FAILURE_SCHEMA,
+    FAILURES_PREFIX,
+    SCHEMA_VERSION,
+    STATS_FILE,
+)
+from pipeline.shards import WriteShards
+from pipeline.sources import InputError, expand_inputs, read_lines
+
+FAILURES_TAG = "failures"
+DEFAULT_LIMIT = "nodes=2000"
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How each worker runs its engine. `path` None: found on the worker (find_engine)."""
+
+    path: str | None = None
+    threads: int = 1
+    hash_mb: int = 16
+    timeout: float | None = None  # watchdog seconds; None: the limit's default
+    retries: int = 2
+
+
+@dataclass(frozen=True)
+class AnnotateConfig:
+    inputs: tuple[str, ...]
+    out: str
+    split: str = "train"
+    limit: Limit = Limit.parse(DEFAULT_LIMIT)
+    engine: EngineConfig = EngineConfig()
+    sample_rate: float = 1.0
+    seed: int = 0
+    max_games: int | None = None
+    allow_setup: bool = False
+    num_shards: int = 1
+    overwrite: bool = False
+    fail_on_input_error: bool = False
+    progress_seconds: float = 30.0
+
+    @property
+    def split_dir(self) -> str:
+        return FileSystems.join(self.out, self.split)
+
+
+# -- stage 1: read and sample ----------------------------------------------------------------
+
+
+class ReadGames(beam.DoFn):
+    """Input path -> (sort key, GameText) for each sampled game.
+
+    The sort key (sampling point, game id, path, ordinal) orders games for `--max-games`.
+    A damaged input keeps every complete game before the damage; the game cut short is
+    counted as skipped ("truncated") and the file is listed in stats' input_errors.
+    """
+
+    def __init__(self, sample_rate: float, seed: int, fail_on_input_error: bool):
+        self.sample_rate = sample_rate
+        self.seed = seed
+        self.fail_on_input_error = fail_on_input_error
+
+    def start_bundle(self):
+        self._stats = stats.BundleStats()
+
+    def process(self, path: str):
+        s = self._stats
+        try:
+            for item in pgn.split_games(read_lines(path)):
+                if isinstance(item, pgn.Garbage):
+                    s.count("garbage_blocks")
+                    s.example("garbage", f"{path} line {item.line_number}: {item.text[:80]!r}")
+                    continue
+                s.count("games_read")
+                if item.truncated:
+                    s.count(f"skipped.{pgn.TRUNCATED}")
+                    s.example(pgn.TRUNCATED, f"{path} game #{item.ordinal}: cut short")
+                    continue
+                identifier = pgn.game_id(item)
+                point = pgn.sample_point(identifier, self.seed)
+                if point >= self.sample_rate:
+                    s.count("games_not_sampled")
+                    continue
+                yield (point, identifier, path, item.ordinal), item
+        except InputError as e:
+            s.input_error(path, str(e))
+            print(f"WARNING: {e}", file=sys.stderr, flush=True)
+            if self.fail_on_input_error:
+                raise
+
+    def finish_bundle(self):
+        yield self._stats.emit()
+
+
+# -- stage 2: parse ------------------------------------------------------------------------------
+
+
+class ParseGames(beam.DoFn):
+    """(key, GameText) -> (key, FENs before each move), or a counted skip with an example."""
+
+    def __init__(self, allow_setup: bool):
+        self.allow_setup = allow_setup
+
+    def start_bundle(self):
+        self._stats = stats.BundleStats()
+
+    def process(self, element):
+        key, game = element
+        result = pgn.parse_game(game, self.allow_setup)
+        if isinstance(result, pgn.Skip):
+            self._stats.count(f"skipped.{result.reason}")
+            _, identifier, path, ordinal = key
+            self._stats.example(
+                result.reason, f"{path} game #{ordinal} ({identifier}): {result.detail}"
+            )
+            return
+        yield key, result.fens
+
+    def finish_bundle(self):
+        yield self._stats.emit()
+
+
+class KeepGames(beam.DoFn):
+    """Keeps games whose key is <= the `--max-games` threshold (all when there is none)."""
+
+    def start_bundle(self):
+        self._stats = stats.BundleStats()
+
+    def process(self, element, threshold=None):
+        key, fens = element
+        if threshold is not None and key > threshold:
+            self._stats.count("games_over_max")
+            return
+        self._stats.count("games_used")
+        yield from fens
+
+    def finish_bundle(self):
+        yield self._stats.emit()
+
+
+def _threshold(smallest: list) -> tuple | None:
+    return smallest[-1] if smallest else None
+
+
+# -- stage 4: annotate ------------------------------------------------------------------------
+
+
+class AnnotateBoards(beam.DoFn):
+    """(fen, count) -> a BOARD_SCHEMA row, or a FAILURE_SCHEMA row on the failures tag.
+
+    One engine process per DoFn instance, i.e. per worker thread: started in `setup`,
+    closed in `teardown`. Boards with no legal move are dropped and counted.
+    """
+
+    def __init__(self, engine: EngineConfig, limit: Limit, progress_seconds: float, workers: int):
+        self.engine_config = engine
+        self.limit = limit
+        self.progress_seconds = progress_seconds
+        self.workers = workers
+
+    def setup(self):
+        cfg = self.engine_config
+        path = find_engine(cfg.path)
+        self._annotator = BoardAnnotator(
+            lambda: UciEngine(path, cfg.threads, cfg.hash_mb, cfg.timeout),
+            self.limit,
+            retries=cfg.retries,
+        )
+        # Start now: an engine that cannot run fails the job here, with its own error.
+        self._engine_name = self._annotator.engine.name
+        self._worker = f"{socket.gethostname()}:{os.getpid()}"
+        self._done = 0
+        self._values = 0
+        self._started = None
+        self._last_progress = time.monotonic()
+
+    def start_bundle(self):
+        self._stats = stats.BundleStats()
+        self._record = None
+
+    def process(self, element, total_boards=0):
+        fen, count = element
+        s = self._stats
+        s.count("unique_boards")
+        s.count("boards", count)
+        annotator = self._annotator
+        restarts, nodes = annotator.restarts, annotator.nodes
+        began = time.time()
+        try:
+            row, error = annotator.annotate(fen, count), None
+        except NoLegalMoves:
+            s.count("no_legal_moves")
+            s.example("no_legal_moves", fen)
+            return
+        except (AnnotationFailed, ValueError) as e:
+            row, error = None, str(e)
+        s.count("engine_restarts", annotator.restarts - restarts)
+        s.count("nodes", annotator.nodes - nodes)
+        values = len(row["moves"]) if row else 0
+        self._note_worker(began, values)
+        if row is not None:
+            s.count("annotated")
+            s.count("action_values", values)
+            if row["engine"] not in s.partial["engines"]:
+                s.partial["engines"].append(row["engine"])
+            yield row
+        else:
+            s.count("failed")
+            s.example("failed", f"{fen}: {error}")
+            failure = {
+                "fen": fen,
+                "count": count,
+                "error": error,
+                "engine": self._engine_name,
+                "limit": str(self.limit),
+            }
+            yield beam.pvalue.TaggedOutput(FAILURES_TAG, failure)
+        self._report(total_boards)
+
+    def _note_worker(self, began: float, values: int) -> None:
+        ended = time.time()
+        self._done += 1
+        self._values += values
+        if self._started is None:
+            self._started = began
+        record = self._stats.partial["workers"].setdefault(
+            self._worker,
+            {
+                "worker": self._worker,
+                "engine_pids": [],
+                "first_board_at": began,
+                "last_board_at": ended,
+                "boards": 0,
+                "action_values": 0,
+                "busy_s": 0.0,
+            },
+        )
+        pids = set(record["engine_pids"]) | set(self._annotator.engine_pids)
+        record["engine_pids"] = sorted(pids)
+        record["last_board_at"] = ended
+        record["boards"] += 1
+        record["action_values"] += values
+        record["busy_s"] += ended - began
+
+    def _report(self, total_boards: int) -> None:
+        now = time.monotonic()
+        if now - self._last_progress < self.progress_seconds:
+            return
+        self._last_progress = now
+        elapsed = max(time.time() - self._started, 1e-9)
+        rate = self._done / elapsed
+        line = (
+            f"annotate [{self._worker}]: {self._done:,} boards, {self._values:,} action values,"
+            f" {rate:.1f} boards/s, {self._values / elapsed:.0f} values/s"
+        )
+        if total_boards and self.workers:
+            share = total_boards / self.workers
+            line += f"; ~{min(100.0, 100 * self._done / share):.0f}% of this worker's share"
+            line += (
+                f" of {total_boards:,} boards, ETA {format_duration((share - self._done) / rate)}"
+            )
+        print(line, file=sys.stderr, flush=True)
+
+    def finish_bundle(self):
+        yield self._stats.emit()
+
+    def teardown(self):
+        annotator = getattr(self, "_annotator", None)
+        if annotator is not None:
+            annotator.close()
+
+
+# -- the pipeline ---------------------------------------------------------------------------
+
+
+def build(root: beam.Pipeline, config: AnnotateConfig, inputs: list[str], static: dict) -> None:
+    """Adds the whole job to `root`: inputs -> shards, failures and stats.json."""
+    files = (
+        root
+        | "Inputs" >> beam.Create(inputs)
+        # Spread files over workers (Create would hand all of them to one).
+        | "SpreadFiles" >> beam.Reshuffle()
+    )
+    read = files | "ReadGames" >> beam.ParDo(
+        ReadGames(config.sample_rate, config.seed, config.fail_on_input_error)
+    ).with_outputs(stats.STATS_TAG, main="games")
+    parsed = (
+        read.games
+        # A dump is one huge file read by one worker: spread its games before parsing.
+        | "SpreadGames" >> beam.Reshuffle()
+        | "ParseGames"
+        >> beam.ParDo(ParseGames(config.allow_setup)).with_outputs(stats.STATS_TAG, main="games")
+    )
+    threshold = None
+    if config.max_games:
+        threshold = beam.pvalue.AsSingleton(
+            parsed.games
+            | "GameKeys" >> beam.Map(lambda element: element[0])
+            | "SmallestKeys" >> beam.combiners.Top.Smallest(config.max_games)
+            | "Threshold" >> beam.Map(_threshold)
+        )
+    kept = parsed.games | "KeepGames" >> beam.ParDo(KeepGames(), threshold=threshold).with_outputs(
+        stats.STATS_TAG, main="fens"
+    )
+    unique = kept.fens | "CountBoards" >> beam.combiners.Count.PerElement()
+    total = beam.pvalue.AsSingleton(unique | "CountUnique" >> beam.combiners.Count.Globally())
+    annotated = unique | "AnnotateBoards" >> beam.ParDo(
+        AnnotateBoards(
+            config.engine, config.limit, config.progress_seconds, static["expected_workers"]
+        ),
+        total_boards=total,
+    ).with_outputs(stats.STATS_TAG, FAILURES_TAG, main="rows")
+
+    split_dir = config.split_dir
+    _ = annotated.rows | "WriteBoards" >> WriteShards(
+        split_dir, BOARDS_PREFIX, config.num_shards, BOARD_SCHEMA
+    )
+    _ = annotated[FAILURES_TAG] | "WriteFailures" >> WriteShards(
+        split_dir, FAILURES_PREFIX, 1, FAILURE_SCHEMA
+    )
+    stats_path = FileSystems.join(split_dir, STATS_FILE)
+    _ = (
+        (read.stats, parsed.stats, kept.stats, annotated.stats)
+        | "AllStats" >> beam.Flatten()
+        | "MergeStats" >> beam.CombineGlobally(stats.MergeStats())
+        | "WriteStats"
+        >> beam.Map(lambda merged: stats.write_json(stats_path, stats.summarize(merged, static)))
+    )
+
+
+# -- command line ------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.annotate",
+        description="Lichess PGN -> deduplicated boards -> Stockfish action values -> Parquet. "
+        "Options not listed here go to Beam (e.g. --runner, --direct_num_workers).",
+    )
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        help="PGN inputs: paths, globs, dirs or URLs "
+        "(.pgn, .pgn.zst, .pgn.gz; local, gs://, s3://, http(s)://)",
+    )
+    parser.add_argument("--out", required=True, help="output root (any Beam filesystem)")
+    parser.add_argument("--split", default="train", help="subdirectory of --out (default train)")
+    parser.add_argument(
+        "--limit",
+        default=DEFAULT_LIMIT,
+        type=Limit.parse,
+        help="per-move search: nodes=N (reproducible) or time=SECONDS "
+        f"(the paper: time=0.05); default {DEFAULT_LIMIT}",
+    )
+    parser.add_argument(
+        "--engine",
+        default=None,
+        help="UCI engine path on the workers (default: $STOCKFISH, PATH, /usr/games/stockfish)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="engine threads per worker (1 keeps nodes= runs reproducible)",
+    )
+    parser.add_argument("--hash", type=int, default=16, dest="hash_mb", help="engine hash, MB")
+    parser.add_argument(
+        "--engine-timeout",
+        type=float,
+        default=None,
+        help="seconds an engine may stay silent mid-search before it is "
+        "killed and restarted (default: from the limit)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        help="engine restarts per board before it goes to the failures output",
+    )
+    parser.add_argument(
+        "--sample-rate",
+        type=float,
+        default=1.0,
+        help="fraction of games kept, decided by a hash of the game id",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="changes which games a rate keeps")
+    parser.add_argument(
+        "--max-games",
+        type=int,
+        default=None,
+        help="keep at most N valid games: those with the smallest sample hash",
+    )
+    parser.add_argument(
+        "--allow-setup",
+        action="store_true",
+        help="also use games that start from a set-up position (FEN header)",
+    )
+    parser.add_argument("--num-shards", type=int, default=1, help="board shards to write")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace shards and stats already in <out>/<split>"
+    )
+    parser.add_argument(
+        "--fail-on-input-error",
+        action="store_true",
+        help="stop the job on a corrupt or truncated input instead of "
+        "counting it and keeping the games read before the damage",
+    )
+    parser.add_argument(
+        "--progress-seconds",
+        type=float,
+        default=30.0,
+        help="seconds between progress lines from each annotation worker",
+    )
+    return parser
+
+
+def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
+    """Command-line words -> (config, Beam's own options)."""
+    args, beam_args = _parser().parse_known_args(list(argv))
+    if not 0 < args.sample_rate <= 1:
+        raise SystemExit(f"--sample-rate must be in (0, 1], got {args.sample_rate}")
+    if args.num_shards < 1:
+        raise SystemExit(f"--num-shards must be >= 1, got {args.num_shards}")
+    if args.max_games is not None and args.max_games < 1:
+        raise SystemExit(f"--max-games must be >= 1, got {args.max_games}")
+    config = AnnotateConfig(
+        inputs=tuple(args.inputs),
+        out=args.out,
+        split=args.split,
+        limit=args.limit,
+        engine=EngineConfig(
+            args.engine, args.threads, args.hash_mb, args.engine_timeout, args.retries
+        ),
+        sample_rate=args.sample_rate,
+        seed=args.seed,
+        max_games=args.max_games,
+        allow_setup=args.allow_setup,
+        num_shards=args.num_shards,
+        overwrite=args.overwrite,
+        fail_on_input_error=args.fail_on_input_error,
+        progress_seconds=args.progress_seconds,
+    )
+    if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
+        beam_args.append("--runner=DirectRunner")
+    if not any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
+        # Worker processes log every gRPC channel at INFO; progress lines are what matter.
+        beam_args.append("--default_sdk_harness_log_level=WARNING")
+    return config, beam_args
+
+
+def _prepare_output(config: AnnotateConfig) -> None:
+    """Refuses to mix a new run's shards with an old one's, unless --overwrite."""
+    pattern = FileSystems.join(config.split_dir, "*")
+    ours = (BOARDS_PREFIX + "-", FAILURES_PREFIX + "-", STATS_FILE)
+    existing = [
+        m.path
+        for m in FileSystems.match([pattern])[0].metadata_list
+        if os.path.basename(m.path).startswith(ours)
+    ]
+    if existing and not config.overwrite:
+        raise FileExistsError(
+            f"{config.split_dir} already holds {len(existing)} output files "
+            f"(e.g. {existing[0]}); pass --overwrite to replace them"
+        )
+    if existing:
+        FileSystems.delete(existing)
+
+
+def _expected_workers(options: PipelineOptions) -> int:
+    opts = options.get_all_options(drop_default=True)
+    for key in ("direct_num_workers", "num_workers", "max_num_workers"):
+        if opts.get(key):
+            return int(opts[key])
+    return 1 if opts.get("runner", "DirectRunner") == "DirectRunner" else 0
+
+
+def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
+    """Runs the job to completion and returns its stats document (also in stats.json)."""
+    inputs = expand_inputs(list(config.inputs))
+    options = PipelineOptions(list(beam_args))
+    runner = options.get_all_options().get("runner") or "DirectRunner"
+    local = runner in ("DirectRunner", "direct", "DirectRunner()")
+    engine_path = config.engine.path
+    if local:  # the workers are this machine: check the engine before starting anything
+        engine_path = find_engine(engine_path)
+    _prepare_output(config)
+    static = {
+        "schema_version": SCHEMA_VERSION,
+        "inputs": inputs,
+        "out": config.out,
+        "split": config.split,
+        "limit": str(config.limit),
+        "engine": {**asdict(config.engine), "path": engine_path},
+        "reproducible": config.limit.deterministic and config.engine.threads == 1,
+        "sampling": {
+            "rate": config.sample_rate,
+            "seed": config.seed,
+            "max_games": config.max_games,
+            "allow_setup": config.allow_setup,
+        },
+        "num_shards": config.num_shards,
+        "runner": runner,
+        "expected_workers": _expected_workers(options),
+        "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    if local:
+        config = dataclasses.replace(
+            config, engine=dataclasses.replace(config.engine, path=engine_path)
+        )
+    print(
+        f"annotate: {len(inputs)} input(s) -> {config.split_dir} ({config.limit}, {runner}, "
+        f"{static['expected_workers'] or '?'} worker(s))",
+        file=sys.stderr,
+        flush=True,
+    )
+    began = time.monotonic()
+    root = beam.Pipeline(options=options)
+    build(root, config, inputs, static)
+    result = root.run()
+    result.wait_until_finish()
+    wall = time.monotonic() - began
+    stats_path = FileSystems.join(config.split_dir, STATS_FILE)
+    document = stats.read_json(stats_path)
+    document["wall_time_s"] = round(wall, 3)
+    document["action_values_per_s"] = round(document["action_values"] / wall, 2) if wall else 0
+    stats.write_json(stats_path, document)
+    return document
+
+
+def run(argv: Sequence[str]) -> dict:
+    """The programmatic entry point: same words as the command line; returns the stats."""
+    config, beam_args = parse_args(argv)
+    return run_config(config, beam_args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        document = run(sys.argv[1:] if argv is None else argv)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    boards, games = document["boards"], document["games"]
+    print(
+        f"annotate: {games['used']:,} games used ({games['skipped_total']:,} skipped), "
+        f"{boards['unique']:,} unique boards, {boards['annotated']:,} annotated, "
+        f"{boards['failed']:,} failed, {document['action_values']:,} action values "
+        f"in {format_duration(document['wall_time_s'])}",
+        file=sys.stderr,
+    )
+    json.dump(document, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

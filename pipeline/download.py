@@ -1,0 +1,242 @@
+"""Fetch a Lichess monthly dump: streamed, resumable, verified, renamed into place only when good.
+
+    python -m pipeline.download --month 2023-02 [--out data/raw]
+    python -m pipeline.download --url URL [--sha256 HEX] [--out DIR]
+
+The file streams to `<name>.part`. After an interruption (this run's connection dropping, or
+an earlier run killed) the download resumes from the bytes already on disk with an HTTP Range
+request. The SHA-256 is checked against `--sha256`, or else the `sha256sums.txt` list Lichess
+publishes beside the dumps when it can be fetched; a file that does not match is moved aside to
+`<name>.bad` and never used. Only a verified file (or, with no checksum to be had, a complete
+one, reported as unverified) is renamed to its final name. Progress (MB, rate, ETA) goes to
+stderr; the result is one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import re
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass
+
+from pipeline.progress import Progress
+
+LICHESS_STANDARD = "https://database.lichess.org/standard/"
+CHECKSUM_LIST = "sha256sums.txt"
+_CHUNK = 1 << 20
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
+
+
+class DownloadError(RuntimeError):
+    """The download could not be completed (the partial file is kept for a resume)."""
+
+
+class ChecksumMismatch(DownloadError):
+    """The downloaded bytes are not the published file; they were moved aside."""
+
+
+@dataclass(frozen=True)
+class Downloaded:
+    path: str
+    url: str
+    bytes: int
+    sha256: str
+    verified: bool
+    checksum_source: str  # "--sha256", the list's URL, or "" when unverified
+    resumed_from: int
+
+
+def month_url(month: str) -> str:
+    if not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", month):
+        raise ValueError(f"--month must look like 2023-02, got {month!r}")
+    return f"{LICHESS_STANDARD}lichess_db_standard_rated_{month}.pgn.zst"
+
+
+def published_sha256(url: str, timeout: float = 30.0) -> tuple[str, str] | None:
+    """(hex digest, list URL) from the `sha256sums.txt` beside `url`, or None if unavailable."""
+    list_url = urllib.parse.urljoin(url, CHECKSUM_LIST)
+    name = os.path.basename(urllib.parse.urlparse(url).path)
+    try:
+        with urllib.request.urlopen(list_url, timeout=timeout) as response:  # noqa: S310
+            text = response.read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as e:
+        print(f"download: no checksum list at {list_url} ({e})", file=sys.stderr)
+        return None
+    for line in text.splitlines():
+        parts = line.split()
+        if (
+            len(parts) == 2
+            and parts[1].lstrip("*") == name
+            and re.fullmatch(r"[0-9a-fA-F]{64}", parts[0])
+        ):
+            return parts[0].lower(), list_url
+    print(f"download: {list_url} does not list {name}", file=sys.stderr)
+    return None
+
+
+def _hash_file(path: str, hasher) -> int:
+    size = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            hasher.update(chunk)
+            size += len(chunk)
+    return size
+
+
+class _Partial:
+    """The `.part` file and the running SHA-256 of the bytes in it."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.hasher = hashlib.sha256()
+        self.size = _hash_file(path, self.hasher) if os.path.exists(path) else 0
+
+    def restart(self) -> None:
+        open(self.path, "wb").close()
+        self.hasher = hashlib.sha256()
+        self.size = 0
+
+
+def _total_size(response, offset: int) -> int | None:
+    content_range = response.headers.get("Content-Range")
+    if content_range:
+        match = _CONTENT_RANGE.match(content_range)
+        if match and match.group(3) != "*":
+            return int(match.group(3))
+    length = response.headers.get("Content-Length")
+    return offset + int(length) if length is not None else None
+
+
+def _fetch_into(url: str, part: _Partial, timeout: float, progress_every: float) -> None:
+    """One attempt: appends the rest of the file to `part`.
+
+    Raises OSError/HTTPException when the connection fails; the caller resumes.
+    """
+    offset = part.size
+    request = urllib.request.Request(url)
+    if offset:
+        request.add_header("Range", f"bytes={offset}-")
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)  # noqa: S310
+    except urllib.error.HTTPError as e:
+        if e.code == 416 and offset:  # nothing after `offset`: the part is already whole
+            return
+        raise
+    with response:
+        if offset and response.status != 206:  # the server ignored Range: start over
+            print("download: the server does not resume; starting over", file=sys.stderr)
+            part.restart()
+            offset = 0
+        total = _total_size(response, offset)
+        progress = Progress(os.path.basename(part.path), total, "MB", progress_every, scale=1e-6)
+        with open(part.path, "ab") as handle:
+            while chunk := response.read(_CHUNK):
+                handle.write(chunk)
+                part.hasher.update(chunk)
+                part.size += len(chunk)
+                progress.update(part.size, baseline=offset)
+        progress.update(part.size, baseline=offset, force=True)
+    if total is not None and part.size < total:
+        raise http.client.IncompleteRead(b"", total - part.size)
+
+
+def download(
+    url: str,
+    out_dir: str,
+    sha256: str | None = None,
+    retries: int = 5,
+    timeout: float = 60.0,
+    progress_every: float = 5.0,
+    backoff: float = 2.0,
+) -> Downloaded:
+    """Downloads `url` into `out_dir` (see the module doc). Returns what was fetched."""
+    os.makedirs(out_dir, exist_ok=True)
+    name = os.path.basename(urllib.parse.urlparse(url).path)
+    if not name:
+        raise ValueError(f"{url!r} does not name a file")
+    final = os.path.join(out_dir, name)
+    part = final + ".part"
+    if sha256:
+        expected, source = sha256.lower(), "--sha256"
+    else:
+        expected, source = published_sha256(url, timeout) or (None, "")
+    if os.path.exists(final):
+        digest = hashlib.sha256()
+        size = _hash_file(final, digest)
+        if expected and digest.hexdigest() != expected:
+            raise ChecksumMismatch(
+                f"{final} exists but its SHA-256 {digest.hexdigest()} is not {expected} "
+                f"({source}); move it away and download again"
+            )
+        print(f"download: {final} already present", file=sys.stderr)
+        return Downloaded(final, url, size, digest.hexdigest(), bool(expected), source, size)
+
+    partial = _Partial(part)
+    resumed_from = partial.size
+    if resumed_from:
+        print(f"download: resuming {part} at {resumed_from:,} bytes", file=sys.stderr)
+    for attempt in range(retries + 1):
+        try:
+            _fetch_into(url, partial, timeout, progress_every)
+            break
+        except urllib.error.HTTPError as e:
+            if e.code < 500 and e.code not in (408, 429):
+                raise DownloadError(f"{url}: HTTP {e.code} {e.reason}") from e
+            error: Exception = e
+        except (OSError, http.client.HTTPException) as e:
+            error = e
+        if attempt == retries:
+            raise DownloadError(
+                f"{url}: gave up after {retries + 1} attempts ({error!r}); "
+                f"{part} is kept and the next run resumes it"
+            )
+        print(f"download: connection failed ({error!r}); resuming", file=sys.stderr)
+        time.sleep(backoff * (attempt + 1))
+
+    digest = partial.hasher.hexdigest()
+    if expected and digest != expected:
+        bad = final + ".bad"
+        os.replace(part, bad)
+        raise ChecksumMismatch(
+            f"{url}: SHA-256 of the download is {digest}, expected {expected} ({source}); "
+            f"the bytes were moved aside to {bad} and not used"
+        )
+    if not expected:
+        print(
+            f"download: WARNING: no checksum for {name}; it is complete but unverified",
+            file=sys.stderr,
+        )
+    os.replace(part, final)
+    return Downloaded(final, url, partial.size, digest, bool(expected), source, resumed_from)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.download", description=__doc__)
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--month", help="Lichess standard rated month, e.g. 2023-02")
+    which.add_argument("--url", help="any HTTP(S) URL")
+    parser.add_argument("--out", default="data/raw", help="directory (default data/raw)")
+    parser.add_argument("--sha256", help="expected SHA-256 (default: Lichess's published list)")
+    parser.add_argument("--retries", type=int, default=5, help="resumes after failures")
+    parser.add_argument("--timeout", type=float, default=60.0, help="socket timeout, seconds")
+    args = parser.parse_args(argv)
+    try:
+        url = args.url or month_url(args.month)
+        result = download(url, args.out, args.sha256, args.retries, args.timeout)
+    except (DownloadError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(asdict(result)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

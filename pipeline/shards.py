@@ -1,0 +1,71 @@
+"""Writing rows as sharded Parquet through Beam, deterministically.
+
+A row's shard is a hash of its FEN, and a shard's rows are sorted by FEN, so the same rows
+make the same files on every runner and every number of workers. Every shard index is written,
+empty or not, so `-of-NNNNN` always tells the truth. Each file is written under a temporary
+name and renamed into place once complete. A shard is sorted in the memory of one worker:
+pick `--num-shards` so that rows / shards fits comfortably (about 1.5 KB per board row).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.schema import ROW_GROUP_SIZE, shard_name
+
+
+def shard_of(fen: str, num_shards: int) -> int:
+    digest = hashlib.blake2b(fen.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % num_shards
+
+
+def write_parquet(rows: list[dict], schema: pa.Schema, path: str) -> None:
+    """Writes `rows` (sorted by FEN) to `path` on any Beam filesystem, atomically."""
+    rows = sorted(rows, key=lambda r: r["fen"])
+    temporary = f"{path}.tmp"
+    with FileSystems.create(temporary) as handle:
+        with pq.ParquetWriter(handle, schema) as writer:
+            for start in range(0, len(rows), ROW_GROUP_SIZE):
+                chunk = rows[start : start + ROW_GROUP_SIZE]
+                writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
+            if not rows:
+                writer.write_table(schema.empty_table())
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([temporary], [path])
+
+
+class WriteShards(beam.PTransform):
+    """Rows (dicts with a `fen`) -> `<directory>/<prefix>-SSSSS-of-NNNNN.parquet`."""
+
+    def __init__(self, directory: str, prefix: str, num_shards: int, schema: pa.Schema):
+        super().__init__()
+        self.directory = directory
+        self.prefix = prefix
+        self.num_shards = num_shards
+        self.schema = schema
+
+    def expand(self, rows):
+        n = self.num_shards
+        keyed = rows | "KeyByShard" >> beam.Map(lambda row: (shard_of(row["fen"], n), row))
+        every_shard = (
+            rows.pipeline
+            | "ShardIndices" >> beam.Create(list(range(n)))
+            | "KeyIndex" >> beam.Map(lambda i: (i, None))
+        )
+        return (
+            {"rows": keyed, "index": every_shard}
+            | "GroupByShard" >> beam.CoGroupByKey()
+            | "WriteShard" >> beam.MapTuple(self._write)
+        )
+
+    def _write(self, index: int, grouped: dict[str, Iterable]) -> str:
+        path = FileSystems.join(self.directory, shard_name(self.prefix, index, self.num_shards))
+        write_parquet(list(grouped["rows"]), self.schema, path)
+        return path

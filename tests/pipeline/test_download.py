@@ -1,0 +1,179 @@
+"""pipeline.download against a real HTTP server on 127.0.0.1 that drops connections mid-file."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import os
+import re
+import threading
+
+import pytest
+
+from pipeline import download as dl
+
+NAME = "lichess_db_standard_rated_2023-02.pgn.zst"
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, payload: bytes, checksums: str | None):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.payload = payload
+        self.checksums = checksums
+        self.cuts_left = 0  # responses to cut short after `cut_after` bytes
+        self.cut_after = 0
+        self.honour_range = True
+        self.requests: list[tuple[str, str | None]] = []
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/"
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, *args) -> None:  # keep pytest output clean
+        pass
+
+    def do_GET(self) -> None:
+        server = self.server
+        server.requests.append((self.path, self.headers.get("Range")))
+        if self.path == "/" + dl.CHECKSUM_LIST:
+            if server.checksums is None:
+                self.send_error(404)
+                return
+            body = server.checksums.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if self.path != "/" + NAME:
+            self.send_error(404)
+            return
+        payload, start = server.payload, 0
+        match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
+        if match and server.honour_range:
+            start = int(match.group(1))
+            if start >= len(payload):
+                self.send_error(416)
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(payload) - 1}/{len(payload)}")
+        else:
+            self.send_response(200)
+        body = payload[start:]
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if server.cuts_left > 0:
+            server.cuts_left -= 1
+            self.wfile.write(body[: server.cut_after])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.close()  # mid-file: the client sees a short read
+            return
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def payload() -> bytes:
+    return os.urandom(3_000_000)
+
+
+def _serve(payload: bytes, checksums: str | None):
+    server = _Server(payload, checksums)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server
+
+
+@pytest.fixture
+def server(payload):
+    digest = hashlib.sha256(payload).hexdigest()
+    srv = _serve(payload, f"{'0' * 64}  other.pgn.zst\n{digest}  {NAME}\n")
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_a_cut_connection_is_resumed_with_range_and_the_file_is_identical(
+    server, payload, tmp_path
+):
+    server.cuts_left, server.cut_after = 2, 1_000_000
+    result = dl.download(server.base + NAME, str(tmp_path), backoff=0)
+    assert open(result.path, "rb").read() == payload
+    assert result.verified and result.checksum_source.endswith(dl.CHECKSUM_LIST)
+    ranges = [r for path, r in server.requests if path == "/" + NAME]
+    assert ranges == [None, "bytes=1000000-", "bytes=2000000-"]
+    assert not os.path.exists(result.path + ".part")
+
+
+def test_a_partial_file_left_by_an_earlier_run_is_resumed(server, payload, tmp_path):
+    (tmp_path / (NAME + ".part")).write_bytes(payload[:1_234_567])
+    result = dl.download(server.base + NAME, str(tmp_path), backoff=0)
+    assert result.resumed_from == 1_234_567
+    assert open(result.path, "rb").read() == payload
+    assert [r for p, r in server.requests if p == "/" + NAME] == ["bytes=1234567-"]
+
+
+def test_a_server_ignoring_range_restarts_from_zero(server, payload, tmp_path):
+    server.honour_range = False
+    (tmp_path / (NAME + ".part")).write_bytes(b"x" * 5000)  # wrong bytes: must not survive
+    result = dl.download(server.base + NAME, str(tmp_path), backoff=0)
+    assert open(result.path, "rb").read() == payload and result.verified
+
+
+def test_a_wrong_checksum_is_refused_and_the_bytes_kept_aside(server, payload, tmp_path):
+    with pytest.raises(dl.ChecksumMismatch, match="moved aside"):
+        dl.download(server.base + NAME, str(tmp_path), sha256="ab" * 32, backoff=0)
+    assert not (tmp_path / NAME).exists()
+    assert (tmp_path / (NAME + ".bad")).read_bytes() == payload
+
+
+def test_a_mismatch_with_the_published_list_is_refused(payload, tmp_path):
+    srv = _serve(payload, f"{'cd' * 32}  {NAME}\n")
+    try:
+        with pytest.raises(dl.ChecksumMismatch, match=dl.CHECKSUM_LIST):
+            dl.download(srv.base + NAME, str(tmp_path), backoff=0)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert not (tmp_path / NAME).exists() and (tmp_path / (NAME + ".bad")).exists()
+
+
+def test_without_any_checksum_the_file_is_complete_but_reported_unverified(payload, tmp_path):
+    srv = _serve(payload, None)
+    try:
+        result = dl.download(srv.base + NAME, str(tmp_path), backoff=0)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert not result.verified and open(result.path, "rb").read() == payload
+
+
+def test_giving_up_keeps_the_part_for_the_next_run(server, payload, tmp_path):
+    server.cuts_left, server.cut_after = 10, 500_000
+    with pytest.raises(dl.DownloadError, match="resumes"):
+        dl.download(server.base + NAME, str(tmp_path), retries=1, backoff=0)
+    assert (tmp_path / (NAME + ".part")).stat().st_size == 1_000_000
+    server.cuts_left = 0
+    result = dl.download(server.base + NAME, str(tmp_path), backoff=0)
+    assert result.resumed_from == 1_000_000 and open(result.path, "rb").read() == payload
+
+
+def test_the_command_line_prints_json_and_fails_clearly(server, payload, tmp_path, capsys):
+    assert dl.main(["--url", server.base + NAME, "--out", str(tmp_path)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["sha256"] == hashlib.sha256(payload).hexdigest() and printed["verified"]
+    assert dl.main(["--url", server.base + "missing.pgn.zst", "--out", str(tmp_path)]) == 1
+    assert "HTTP 404" in capsys.readouterr().err
+
+
+def test_month_urls():
+    assert dl.month_url("2023-02").endswith("/standard/lichess_db_standard_rated_2023-02.pgn.zst")
+    with pytest.raises(ValueError, match="2023-02"):
+        dl.month_url("2023-13")
