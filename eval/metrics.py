@@ -65,3 +65,150 @@ def summarize(predicted: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> d
         "kendall_tau_boards": int(defined.sum()),
         "mean_abs_win_prob_error": float(errors.mean()) if errors.size else math.nan,
     }
+
+
+# --- CLI: a checkpoint against an annotated test split -----------------------------------
+
+_EVAL_COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob"]
+
+
+def _bin_log_probs(predictor, states: np.ndarray, actions: np.ndarray | None) -> np.ndarray:
+    """Log-probabilities over the value bins, in the predictor's padded, jitted chunks."""
+    # The predictor exposes expected values publicly; the distributions through its runner.
+    return predictor._run(predictor._log_probs, states, actions)
+
+
+def target_log_loss(predictor, rows: list[dict]) -> tuple[float, int]:
+    """Sum of -log p(target) over the rows' examples, and the number of examples.
+
+    AV: one example per (board, move), target the bin of the move's win probability.
+    SV: one per board, the bin of the board's win probability. BC: one per board, Stockfish's
+    best move among the 1968 actions. Bins are the model's own (config.num_bins).
+    """
+    from model.actions import moves_to_indices
+    from model.bins import to_bins
+    from model.tokenizer import tokenize_batch
+
+    target = predictor.config.target
+    fens = [row["fen"] for row in rows]
+    if target == "bc":
+        log_probs = predictor.move_log_probs(fens)
+        best = moves_to_indices([row["best_move"] for row in rows])
+        return float(-log_probs[np.arange(len(rows)), best].sum()), len(rows)
+    num_bins = predictor.config.num_bins
+    states = tokenize_batch(fens)
+    if target == "sv":
+        log_probs = _bin_log_probs(predictor, states, None)
+        labels = to_bins(np.array([row["state_win_prob"] for row in rows]), num_bins)
+    else:
+        lengths = np.array([len(row["moves"]) for row in rows])
+        states = np.repeat(states, lengths, axis=0)
+        actions = moves_to_indices(np.concatenate([row["moves"] for row in rows]))
+        log_probs = _bin_log_probs(predictor, states, actions)
+        labels = to_bins(np.concatenate([row["win_probs"] for row in rows]), num_bins)
+    return float(-log_probs[np.arange(len(labels)), labels].sum()), len(labels)
+
+
+def evaluate_checkpoint(
+    predictor, rows: list[dict], chunk_boards: int = 64, show_progress: bool = True
+) -> dict:
+    """Action accuracy, Kendall's tau, mean |win-prob error| and log-loss over `rows`
+    (dicts with the columns of pipeline.schema; `moves` in action-space order)."""
+    import chess
+
+    from eval.progress import Progress
+
+    predicted, truth = [], []
+    loss_sum, loss_count = 0.0, 0
+    progress = Progress("metrics", len(rows)) if show_progress else None
+    for start in range(0, len(rows), chunk_boards):
+        chunk = [row for row in rows[start : start + chunk_boards] if row["moves"]]
+        if not chunk:
+            continue
+        scored = predictor.move_values([chess.Board(row["fen"]) for row in chunk])
+        for row, (moves, scores) in zip(chunk, scored, strict=True):
+            if list(moves) != list(row["moves"]):
+                raise ValueError(
+                    f"board {row['fen']!r}: the data's moves are not its legal moves in "
+                    "action-space order"
+                )
+            predicted.append(np.asarray(scores, dtype=np.float64))
+            truth.append(np.asarray(row["win_probs"], dtype=np.float64))
+        chunk_loss, chunk_count = target_log_loss(predictor, chunk)
+        loss_sum += chunk_loss
+        loss_count += chunk_count
+        if progress:
+            progress.update(min(start + chunk_boards, len(rows)))
+    if progress:
+        progress.done()
+    result = summarize(predicted, truth)
+    target = predictor.config.target
+    if target == "bc":
+        # BC scores are move probabilities, not win probabilities: no error to report.
+        result["mean_abs_win_prob_error"] = None
+    outputs = 1968 if target == "bc" else predictor.config.num_bins
+    result["log_loss"] = loss_sum / loss_count if loss_count else math.nan
+    result["log_loss_examples"] = loss_count
+    result["uniform_log_loss"] = math.log(outputs)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    import os
+    import sys
+
+    from pipeline.schema import SchemaError, read_boards
+
+    parser = argparse.ArgumentParser(
+        prog="python -m eval.metrics",
+        description="Action accuracy (ties count), Kendall's tau, log-loss and mean absolute "
+        "win-probability error of a checkpoint on annotated test boards; JSON out.",
+    )
+    parser.add_argument("--checkpoint", required=True, help="run dir or one checkpoint's dir")
+    parser.add_argument("--data", required=True, help="annotated Parquet: file, shard dir, glob")
+    parser.add_argument("--max-boards", type=int, default=None, help="first N boards")
+    parser.add_argument("--step", type=int, default=None, help="checkpoint step (latest)")
+    parser.add_argument("--no-ema", action="store_true", help="raw params instead of EMA")
+    parser.add_argument("--out", default=None, help="also write the JSON here")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+    if args.max_boards is not None and args.max_boards < 1:
+        parser.error("--max-boards must be >= 1")
+    try:
+        table = read_boards(args.data, columns=_EVAL_COLUMNS)
+    except (FileNotFoundError, SchemaError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    if args.max_boards is not None:
+        table = table.slice(0, args.max_boards)
+    rows = table.to_pylist()
+
+    from model.predictor import Predictor
+
+    try:
+        predictor = Predictor.from_checkpoint(
+            args.checkpoint, use_ema=not args.no_ema, step=args.step
+        )
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    result = {
+        "checkpoint": args.checkpoint,
+        "step": predictor.step,
+        "ema": not args.no_ema,
+        "target": predictor.config.target,
+        "data": args.data,
+    } | evaluate_checkpoint(predictor, rows, show_progress=not args.quiet)
+    text = json.dumps(result, indent=1)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -90,6 +90,10 @@ def theme_of(position_id: str) -> str:
 
 def parse_epd_line(text: str, line: int) -> TestPosition:
     """One EPD line -> TestPosition; ValueError saying what is wrong."""
+    fields = text.split()
+    if len(fields) > 6 and fields[4].isdigit() and fields[5].isdigit():
+        # A full FEN (halfmove clock and move number) where EPD has four fields: accept it.
+        text = " ".join(fields[:4] + fields[6:])
     try:
         board, ops = chess.Board.from_epd(text)
     except ValueError as e:
