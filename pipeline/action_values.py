@@ -92,6 +92,10 @@ class BoardAnnotator:
             self.engine_pids.append(self._engine.pid)
         return self._engine
 
+    def start(self) -> UciEngine:
+        """Starts the engine now (rather than at the first board) and returns it."""
+        return self.engine
+
     def annotate(self, fen: str, count: int = 1) -> dict:
         """The schema row of `fen`; NoLegalMoves/ValueError for boards with nothing to search."""
         moves = board_moves(fen)

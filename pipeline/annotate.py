@@ -214,7 +214,7 @@ class AnnotateBoards(beam.DoFn):
             retries=cfg.retries,
         )
         # Start now: an engine that cannot run fails the job here, with its own error.
-        self._engine_name = self._annotator.engine.name
+        self._engine_name = self._annotator.start().name
         self._worker = f"{socket.gethostname()}:{os.getpid()}"
         self._done = 0
         self._values = 0

@@ -171,7 +171,7 @@ def split_games(lines: Iterable[str]) -> Iterator[GameText | Garbage]:
             if not in_comment and _TERMINATION.search(outside.rstrip()):
                 yield finish_game()
                 state = "between"
-    except BaseException:
+    except Exception:  # not GeneratorExit: a consumer that stops early is no damage
         if state != "between":
             yield finish_game(truncated=True)
         raise

@@ -1,0 +1,271 @@
+"""Annotation throughput: action values per second per engine process, and how much of the
+engine's own speed the pipeline keeps.
+
+    python -m bench.annotate [--pgn PATH] [--boards 40] [--pipeline-boards 120]
+
+Prints one JSON object:
+
+- `nodes_2000`: action values/s per engine process through the pipeline's UCI client; the
+  engine's own nodes/s in a bare `go nodes` search of each of the same boards (`bare_nps`,
+  as the engine reports it);
+  the mean nodes the engine actually searched per value; and the efficiency =
+  values/s x nodes per value / bare_nps, with nodes per value as asked (2,000) and as
+  searched. Some of the boards through python-chess `engine.analyse` (the baseline the
+  UCI client replaces) give `python_chess_values_per_s` and the speedup over it. The three are
+  measured in alternating rounds (`rounds`), so load that changes during the run skews each
+  ratio less;
+- `time_0.05`: action values/s at the paper's 50 ms per (state, action);
+- `workers`: the Beam pipeline (DirectRunner, multi_processing) on the same games with one
+  and with two workers: whole-run wall time, and the annotation stage's rate (action values
+  over the span from the first board started to the last finished, across workers).
+
+Other processes on the machine slow the engine and skew the ratios; `load_average` is
+reported at the start and the end so a disturbed run can be told apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+
+import chess
+import chess.engine
+
+from pipeline import annotate, pgn
+from pipeline.action_values import BoardAnnotator, board_moves
+from pipeline.engine import Limit, UciEngine
+from pipeline.engine_path import find_engine
+from pipeline.sources import read_lines
+
+SHARED_GAMES = os.path.join(
+    os.path.dirname(__file__), "..", "..", "shared", "data", "games",
+    "lichess_db_standard_rated_2021-10_head999__kdave_pgn-toys.pgn",
+)  # fmt: skip
+
+
+def default_pgn() -> str | None:
+    sample = sorted(glob.glob("data/sample/*.pgn*"))
+    if sample:
+        return sample[0]
+    return SHARED_GAMES if os.path.exists(SHARED_GAMES) else None
+
+
+def random_game_pgn(path: str, games: int = 40, seed: int = 0) -> str:
+    """Fallback input: random legal games (the project makes its own)."""
+    rng = random.Random(seed)
+    with open(path, "w") as handle:
+        for index in range(games):
+            board = chess.Board()
+            for _ in range(rng.randint(30, 90)):
+                moves = list(board.legal_moves)
+                if not moves:
+                    break
+                board.push(rng.choice(moves))
+            game = chess.pgn.Game.from_board(board)
+            game.headers["Site"] = f"https://lichess.org/random{index:03d}"
+            print(game, file=handle, end="\n\n")
+    return path
+
+
+def games_and_boards(path: str, max_games: int) -> tuple[str, list[str]]:
+    """The first `max_games` usable games as PGN text, and their distinct FENs in order."""
+    chosen, fens = [], {}
+    for item in pgn.split_games(read_lines(path)):
+        if not isinstance(item, pgn.GameText):
+            continue
+        result = pgn.parse_game(item)
+        if isinstance(result, pgn.GameBoards):
+            chosen.append(item.text + "\n")
+            fens.update(dict.fromkeys(result.fens))
+            if len(chosen) >= max_games:
+                break
+    return "".join(chosen), list(fens)
+
+
+def client_rate(path: str, fens: list[str], limit: Limit) -> dict:
+    """Action values/s through the pipeline's own annotator (clears, restarts and all)."""
+    annotator = BoardAnnotator(lambda: UciEngine(path), limit)
+    annotator.start()  # outside the timing
+    values = 0
+    started = time.perf_counter()
+    for fen in fens:
+        values += len(annotator.annotate(fen)["moves"])
+    elapsed = time.perf_counter() - started
+    annotator.close()
+    return {
+        "boards": len(fens),
+        "action_values": values,
+        "seconds": round(elapsed, 3),
+        "values_per_s": round(values / elapsed, 2),
+        "nodes_per_value": round(annotator.nodes / values, 1),
+    }
+
+
+def efficiency_rounds(path: str, fens: list[str], rounds: int, bare_nodes: int) -> dict:
+    """Per round and batch of boards: a bare search of each board, then the batch through the
+    pipeline's annotator at nodes=2000, then its first board through python-chess.
+
+    Each round compares rates measured seconds apart, so a machine whose load changes during
+    the run skews each ratio less than measuring each rate in one block would.
+    """
+    limit = Limit.parse("nodes=2000")
+    annotator = BoardAnnotator(lambda: UciEngine(path), limit)
+    engine = annotator.start()
+    reference = chess.engine.SimpleEngine.popen_uci(path)
+    reference.configure({"Threads": 1, "Hash": 16})
+    per_round = []
+    total_values = total_seconds = total_bare_nodes = total_bare_ms = 0
+    reference_values = reference_seconds = 0.0
+    batch = max(1, len(fens) // rounds)
+    for r in range(rounds):
+        boards = fens[r * batch : (r + 1) * batch]
+        nodes = milliseconds = 0
+        for fen in boards:  # the engine's own speed on the very boards it then annotates
+            searched, spent = engine.timed_search(fen, Limit("nodes", bare_nodes))
+            nodes, milliseconds = nodes + searched, milliseconds + spent
+        nps = nodes / (milliseconds / 1000)
+        before_nodes, values = annotator.nodes, 0
+        started = time.perf_counter()
+        for fen in boards:
+            values += len(annotator.annotate(fen)["moves"])
+        seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        reference_values += python_chess_values(reference, boards[0], 2000)
+        reference_seconds += time.perf_counter() - started
+        rate = values / seconds
+        searched = (annotator.nodes - before_nodes) / values
+        per_round.append(
+            {
+                "bare_nps": round(nps),
+                "values_per_s": round(rate, 1),
+                "efficiency": round(rate * 2000 / nps, 3),
+                "efficiency_searched_nodes": round(rate * searched / nps, 3),
+            }
+        )
+        total_values += values
+        total_seconds += seconds
+        total_bare_nodes += nodes
+        total_bare_ms += milliseconds
+    annotator.close()
+    reference.quit()
+    rate = total_values / total_seconds
+    nps = total_bare_nodes / (total_bare_ms / 1000)
+    reference_rate = reference_values / reference_seconds
+    return {
+        "boards": batch * rounds,
+        "action_values": total_values,
+        "values_per_s": round(rate, 2),
+        "nodes_per_value": round(annotator.nodes / total_values, 1),
+        "bare_nps": round(nps),
+        "bare_nodes_per_search": bare_nodes,
+        "efficiency": round(rate * 2000 / nps, 3),
+        "efficiency_searched_nodes": round(rate * annotator.nodes / total_values / nps, 3),
+        "efficiency_median_of_rounds": round(
+            statistics.median(r["efficiency"] for r in per_round), 3
+        ),
+        "python_chess_values_per_s": round(reference_rate, 2),
+        "python_chess_efficiency": round(reference_rate * 2000 / nps, 3),
+        "speedup_over_python_chess": round(rate / reference_rate, 2),
+        "rounds": per_round,
+    }
+
+
+def engine_name(path: str) -> str:
+    with UciEngine(path) as engine:
+        return engine.name
+
+
+def python_chess_values(engine: chess.engine.SimpleEngine, fen: str, nodes: int) -> int:
+    """Annotates one board the python-chess way (one `analyse` per move); returns the count."""
+    board = chess.Board(fen)
+    moves = board_moves(fen)
+    for move in moves:
+        # game=fen: python-chess sends ucinewgame once per board, as the pipeline does.
+        engine.analyse(board, chess.engine.Limit(nodes=nodes),
+                       root_moves=[chess.Move.from_uci(move)], game=fen)  # fmt: skip
+    return len(moves)
+
+
+def pipeline_run(pgn_path: str, workers: int, limit: str) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        started = time.perf_counter()
+        stats = annotate.run(
+            [pgn_path, "--out", out, "--limit", limit, "--progress-seconds", "3600",
+             f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
+        )  # fmt: skip
+        wall = time.perf_counter() - started
+    spans = stats["workers"]
+    span = max(w["last_board_at"] for w in spans) - min(w["first_board_at"] for w in spans)
+    return {
+        "workers": workers,
+        "engine_processes": len({p for w in spans for p in w["engine_pids"]}),
+        "boards": stats["boards"]["unique"],
+        "action_values": stats["action_values"],
+        "wall_s": round(wall, 2),
+        "annotation_span_s": round(span, 2),
+        "annotation_values_per_s": round(stats["action_values"] / span, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pgn", default=None, help="games to take boards from")
+    parser.add_argument("--engine", default=None)
+    parser.add_argument("--boards", type=int, default=40, help="boards for the nodes=2000 rate")
+    parser.add_argument(
+        "--bare-nodes",
+        type=int,
+        default=200_000,
+        help="nodes of each bare search (the engine's own speed), one per board",
+    )
+    parser.add_argument("--rounds", type=int, default=8, help="bare/annotate alternations")
+    parser.add_argument("--time-boards", type=int, default=3)
+    parser.add_argument("--pipeline-games", type=int, default=3,
+                        help="games for the one- vs two-worker pipeline runs")  # fmt: skip
+    args = parser.parse_args()
+
+    path = find_engine(args.engine)
+    workdir = tempfile.mkdtemp(prefix="bench-annotate-")
+    source = args.pgn or default_pgn() or random_game_pgn(os.path.join(workdir, "random.pgn"))
+    _, fens = games_and_boards(source, 1000)
+    boards = fens[: args.boards]
+    load_start = os.getloadavg()
+
+    ours = efficiency_rounds(path, boards, args.rounds, args.bare_nodes)
+    timed = client_rate(path, boards[: args.time_boards], Limit.parse("time=0.05"))
+
+    games_text, _ = games_and_boards(source, args.pipeline_games)
+    games_path = os.path.join(workdir, "games.pgn")
+    with open(games_path, "w") as handle:
+        handle.write(games_text)
+    one = pipeline_run(games_path, 1, "nodes=2000")
+    two = pipeline_run(games_path, 2, "nodes=2000")
+
+    print(json.dumps({
+        "engine": engine_name(path),
+        "input": source,
+        "cpu_count": os.cpu_count(),
+        "load_average_start": [round(x, 2) for x in load_start],
+        "load_average_end": [round(x, 2) for x in os.getloadavg()],
+        "nodes_2000": ours,
+        "time_0.05": timed,
+        "workers": {
+            "one": one,
+            "two": two,
+            "annotation_speedup": round(
+                two["annotation_values_per_s"] / one["annotation_values_per_s"], 2),
+            "wall_speedup": round(one["wall_s"] / two["wall_s"], 2),
+        },
+    }, indent=2))  # fmt: skip
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
