@@ -37,8 +37,17 @@ lint: setup
 demo: setup
 	@echo "make demo: not yet available (issue 6)"; exit 1
 
+# PGN -> Stockfish action values -> Parquet (pipeline/annotate.py). Override any of
+# INPUT (paths, globs, URLs), OUT, SPLIT, LIMIT (nodes=N | time=SECONDS), WORKERS (engines at
+# once), ARGS (more flags, e.g. "--max-games 100 --num-shards 4"). Replaces OUT/SPLIT's shards.
+annotate: INPUT = data/sample/*.pgn.zst
+annotate: OUT = data/annotated
+annotate: SPLIT = train
+annotate: LIMIT = nodes=2000
+annotate: WORKERS = 2
 annotate: setup
-	@echo "make annotate: not yet available (issue 3)"; exit 1
+	$(PY) -m pipeline.annotate $(INPUT) --out $(OUT) --split $(SPLIT) --limit $(LIMIT) \
+		--overwrite --direct_num_workers=$(WORKERS) --direct_running_mode=multi_processing $(ARGS)
 
 train: setup
 	@echo "make train: not yet available (issue 4)"; exit 1
