@@ -72,6 +72,8 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class AnnotateConfig:
+    """One run: the command line's options (see `_parser` for each one's meaning)."""
+
     inputs: tuple[str, ...]
     out: str
     split: str = "train"
@@ -223,7 +225,6 @@ class AnnotateBoards(beam.DoFn):
 
     def start_bundle(self):
         self._stats = stats.BundleStats()
-        self._record = None
 
     def process(self, element, total_boards=0):
         fen, count = element
@@ -320,8 +321,15 @@ class AnnotateBoards(beam.DoFn):
 # -- the pipeline ---------------------------------------------------------------------------
 
 
-def build(root: beam.Pipeline, config: AnnotateConfig, inputs: list[str], static: dict) -> None:
-    """Adds the whole job to `root`: inputs -> shards, failures and stats.json."""
+def build(
+    root: beam.Pipeline, config: AnnotateConfig, inputs: list[str], static: dict | None = None
+) -> None:
+    """Adds the whole job to `root`: inputs -> shards, failures and stats.json.
+
+    `inputs` are concrete paths (see `expand_inputs`); `static` is copied into stats.json
+    (its `expected_workers`, if any, scales the progress lines' ETA).
+    """
+    static = dict(static or {})
     files = (
         root
         | "Inputs" >> beam.Create(inputs)
@@ -353,7 +361,10 @@ def build(root: beam.Pipeline, config: AnnotateConfig, inputs: list[str], static
     total = beam.pvalue.AsSingleton(unique | "CountUnique" >> beam.combiners.Count.Globally())
     annotated = unique | "AnnotateBoards" >> beam.ParDo(
         AnnotateBoards(
-            config.engine, config.limit, config.progress_seconds, static["expected_workers"]
+            config.engine,
+            config.limit,
+            config.progress_seconds,
+            static.get("expected_workers", 0),
         ),
         total_boards=total,
     ).with_outputs(stats.STATS_TAG, FAILURES_TAG, main="rows")
