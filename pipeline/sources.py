@@ -9,7 +9,9 @@ noticed: the zstandard stream reader would silently return the partial data inst
 
 from __future__ import annotations
 
+import bz2
 import codecs
+import gzip
 import os
 import urllib.request
 from collections.abc import Iterator
@@ -66,9 +68,14 @@ def expand_inputs(patterns: list[str]) -> list[str]:
 
 
 def _open_binary(path: str, compression: str) -> BinaryIO:
-    if is_url(path):
-        return urllib.request.urlopen(path, timeout=60)  # noqa: S310 (the user's own URL)
-    return FileSystems.open(path, compression_type=compression)
+    if not is_url(path):
+        return FileSystems.open(path, compression_type=compression)
+    response = urllib.request.urlopen(path, timeout=60)  # noqa: S310 (the user's own URL)
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=response)
+    if path.endswith(".bz2"):
+        return bz2.BZ2File(response)
+    return response
 
 
 def _zstd_chunks(raw: BinaryIO, path: str) -> Iterator[bytes]:

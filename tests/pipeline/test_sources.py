@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
+import http.server
 import random
+import threading
 
 import pytest
 import zstandard
@@ -69,3 +72,22 @@ def test_globs_and_directories_expand_and_a_pattern_matching_nothing_is_an_error
         expand_inputs([str(tmp_path / "b.pgn"), str(tmp_path / "nothing*.pgn")])
     with pytest.raises(NoInputError):
         expand_inputs([str(tmp_path / "missing.pgn")])
+
+
+def test_http_urls_are_streamed_and_decompressed(tmp_path):
+    (tmp_path / "a.pgn.zst").write_bytes(zstandard.ZstdCompressor().compress(TEXT.encode()))
+    (tmp_path / "a.pgn.gz").write_bytes(gzip.compress(TEXT.encode()))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        assert expand_inputs([base + "a.pgn.zst"]) == [base + "a.pgn.zst"]
+        for name in ("a.pgn.zst", "a.pgn.gz"):
+            assert "\n".join(read_lines(base + name)) + "\n" == TEXT, name
+        with pytest.raises(InputError, match="missing.pgn"):
+            list(read_lines(base + "missing.pgn"))
+    finally:
+        server.shutdown()
+        server.server_close()
