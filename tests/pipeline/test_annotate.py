@@ -294,7 +294,7 @@ def test_two_workers_run_two_engines_at_once(real_run):
         a["first_board_at"], b["first_board_at"]
     )
     shortest = min(w["last_board_at"] - w["first_board_at"] for w in workers)
-    assert overlap > 0.8 * shortest
+    assert overlap > 0.5 * shortest  # both engines busy together most of the time
 
 
 @pytest.mark.slow
