@@ -57,6 +57,7 @@ puzzles: setup
 
 bench: setup
 	$(PY) -m bench.tokenize
+	$(PY) -m bench.annotate
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info
