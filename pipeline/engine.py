@@ -134,8 +134,9 @@ class UciEngine:
     """One UCI engine process. Not thread-safe; one per worker.
 
     `timeout` is the watchdog: the longest the engine may stay silent while a result is due
-    (None: the limit's own generous default). On EngineError the process is killed; call
-    `restart()` (or make a new one) to go on.
+    (None: the limit's own generous default). Stockfish reports every finished iteration, so
+    silence means a hang. On EngineError the process is killed; call `restart()` (or make a
+    new one) to go on.
     """
 
     def __init__(
@@ -309,7 +310,7 @@ class UciEngine:
         tokens = lines[-1].split()
         return int(tokens[tokens.index(b"nodes") + 1]), int(tokens[tokens.index(b"time") + 1])
 
-    def _read_search(self, move: str | None, silence: float) -> MoveSearch:
+    def _read_search(self, move: str, silence: float) -> MoveSearch:
         output = self._read_until(b"bestmove", silence)
         end = output.rfind(b"bestmove")
         best = output[end:].split()
@@ -323,7 +324,7 @@ class UciEngine:
         except EngineProtocolError as e:
             self._fail(EngineProtocolError, str(e))
         played = best[1].decode() if len(best) > 1 else "(none)"
-        if move is not None and played != move:
+        if played != move:
             self._fail(
                 EngineProtocolError,
                 f"engine answered {played} to a search restricted to {move}"
