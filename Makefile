@@ -52,12 +52,20 @@ annotate: setup
 train: setup
 	@echo "make train: not yet available (issue 4)"; exit 1
 
+# Puzzle accuracy by rating. AGENT: one or more agent specs (`python -m eval.puzzles --help`),
+# by default the model trained in runs/small if there is one, else Stockfish at 100k nodes.
+AGENT   ?= $(if $(wildcard runs/small/checkpoints),neural:runs/small,stockfish:nodes=100000)
+PUZZLES ?= data/sample/puzzles.csv
+NUM     ?= 500
+RESULTS ?= results
 puzzles: setup
-	@echo "make puzzles: not yet available (issue 5)"; exit 1
+	$(PY) -m eval.puzzles $(foreach a,$(AGENT),--agent $(a)) --puzzles $(PUZZLES) --num $(NUM) \
+		--out $(RESULTS)/puzzles.json --plot $(RESULTS)/puzzles.png
 
 bench: setup
 	$(PY) -m bench.tokenize
 	$(PY) -m bench.annotate
+	$(PY) -m bench.inference
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info
