@@ -71,7 +71,11 @@ class Checkpointer:
             # read_only: no directory created and nothing pruned (orbax's own read_only
             # option only adds warnings).
             options=ocp.CheckpointManagerOptions(
-                max_to_keep=None if read_only else keep, create=not read_only
+                max_to_keep=None if read_only else keep,
+                create=not read_only,
+                # A save killed half-way leaves a temporary directory that would block
+                # the same step's save after the resume.
+                cleanup_tmp_directories=not read_only,
             ),
             item_names=ITEMS,
         )

@@ -108,7 +108,8 @@ def example_inputs(config: Config, batch: int = 1) -> tuple[np.ndarray, np.ndarr
 def init_params(config: Config, seed: int | None = None) -> hk.Params:
     seed = config.train.seed if seed is None else seed
     states, actions = example_inputs(config)
-    return build(config).init(jax.random.PRNGKey(seed), states, actions)
+    # Jitted: Haiku's init run eagerly dispatches (and compiles) every op on its own.
+    return jax.jit(build(config).init)(jax.random.PRNGKey(seed), states, actions)
 
 
 def param_shapes(config: Config) -> hk.Params:

@@ -1,10 +1,12 @@
 """Real annotated boards for the trainer's tests, built once per session.
 
-Positions come from seeded random games (so the tests need no shared data); every legal move
-is searched by the real Stockfish at a small node budget (`root_moves=[move]`), the score
-turned into a win probability by pipeline.values, and the rows written through
-pipeline.schema, exactly the contract the pipeline's Parquet follows. The state value and
-best move are those of the best-scoring move. Two engines run in parallel threads.
+Positions come from seeded random games, one position per game (so the tests need no shared
+data); every legal move is searched by the real Stockfish at a small node budget
+(`root_moves=[move]`), the score turned into a win probability by pipeline.values, and the
+rows written through pipeline.schema, exactly the contract the pipeline's Parquet follows.
+The state value and best move are those of the best-scoring move. Two engines run in
+parallel threads. The loader and loop mechanics tests use faster
+synthetic rows (real boards, random values) instead.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import collections
 import pathlib
 import random
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import chess
@@ -30,8 +31,9 @@ TEST_BOARDS = 150
 TRAIN_SHARDS = 3
 
 
-def random_game_boards(num_boards: int, seed: int) -> list[tuple[str, int]]:
-    """(FEN, times seen) of distinct non-terminal positions from seeded random games.
+def random_game_boards(num_boards: int, seed: int, max_plies: int = 70) -> list[tuple[str, int]]:
+    """(FEN, times reached) of distinct non-terminal positions, each from its own seeded
+    random game stopped at a random ply: many games, so many material balances.
 
     Moves are random except that a capture is preferred half the time, which keeps the
     material balance moving, so values spread over the whole [0, 1] range.
@@ -40,14 +42,15 @@ def random_game_boards(num_boards: int, seed: int) -> list[tuple[str, int]]:
     counts: collections.Counter[str] = collections.Counter()
     while len(counts) < num_boards:
         board = chess.Board()
-        for _ in range(rng.randint(4, 80)):
+        for _ in range(rng.randint(0, max_plies)):
             moves = list(board.legal_moves)
             if not moves:
                 break
-            counts[board.fen()] += 1
             captures = [m for m in moves if board.is_capture(m)]
             board.push(rng.choice(captures if captures and rng.random() < 0.5 else moves))
-    return list(counts.items())[:num_boards]
+        if any(board.legal_moves):
+            counts[board.fen()] += 1
+    return list(counts.items())
 
 
 def annotate(fen: str, count: int, engine: chess.engine.SimpleEngine, limit, name: str) -> dict:
@@ -79,36 +82,87 @@ def annotate(fen: str, count: int, engine: chess.engine.SimpleEngine, limit, nam
 
 
 def annotate_all(boards: list[tuple[str, int]], engine_path: str, workers: int = 2) -> list[dict]:
+    """Annotated rows of `boards`, in order, by `workers` engines in parallel threads."""
     name = engine_id(engine_path)
     limit = chess.engine.Limit(nodes=NODES)
-    local = threading.local()
-    engines = []
+    share = -(-len(boards) // workers)
 
-    def work(item):
-        if not hasattr(local, "engine"):
-            local.engine = chess.engine.SimpleEngine.popen_uci(engine_path)
-            local.engine.configure({"Threads": 1, "Hash": 16})
-            engines.append(local.engine)
-        return annotate(*item, local.engine, limit, name)
-
-    try:
-        with ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(work, boards))
-    finally:
-        for engine in engines:
+    def work(part: list[tuple[str, int]]) -> list[dict]:
+        engine = chess.engine.SimpleEngine.popen_uci(engine_path)
+        try:
+            engine.configure({"Threads": 1, "Hash": 16})
+            return [annotate(fen, count, engine, limit, name) for fen, count in part]
+        finally:
             engine.quit()
+
+    parts = [boards[i * share : (i + 1) * share] for i in range(workers)]
+    with ThreadPoolExecutor(workers) as pool:
+        return [row for part in pool.map(work, parts) for row in part]
 
 
 @pytest.fixture(scope="session")
 def annotated_data(tmp_path_factory, stockfish) -> pathlib.Path:
     """A directory with train/ (3 shards) and test/ (1 shard) of real annotated boards."""
     root = tmp_path_factory.mktemp("annotated")
-    boards = random_game_boards(TRAIN_BOARDS + TEST_BOARDS, seed=2024)
-    rows = annotate_all(boards, stockfish)
-    train, test = rows[:TRAIN_BOARDS], rows[TRAIN_BOARDS:]
-    per_shard = -(-len(train) // TRAIN_SHARDS)
-    for i in range(TRAIN_SHARDS):
-        chunk = train[i * per_shard : (i + 1) * per_shard]
-        write_boards(chunk, str(root / "train" / shard_name("boards", i, TRAIN_SHARDS)))
-    write_boards(test, str(root / "test" / shard_name("boards", 0, 1)))
+    rows = annotate_all(random_game_boards(TRAIN_BOARDS + TEST_BOARDS, seed=2024), stockfish)
+    write_shards(rows[:TRAIN_BOARDS], root / "train", TRAIN_SHARDS)
+    write_shards(rows[TRAIN_BOARDS:], root / "test", 1)
     return root
+
+
+def synthetic_rows(num_boards: int, seed: int) -> list[dict]:
+    """Rows with real boards and legal moves but seeded random values and counts: for tests
+    of the loader and the loop's mechanics, where what the values mean does not matter."""
+    rng = random.Random(seed)
+    rows = []
+    for fen, _ in random_game_boards(num_boards, seed):
+        moves = legal_actions(chess.Board(fen))
+        probs = [rng.random() for _ in moves]
+        best = max(range(len(moves)), key=lambda i: probs[i])
+        rows.append(
+            {
+                "fen": fen,
+                "count": rng.randint(1, 5),
+                "moves": moves,
+                "win_probs": probs,
+                "cp": [None] * len(moves),
+                "mate": [None] * len(moves),
+                "best_move": moves[best],
+                "state_win_prob": probs[best],
+                "state_cp": None,
+                "state_mate": None,
+                "engine": "synthetic",
+                "limit": "none",
+            }
+        )
+    return rows
+
+
+def write_shards(rows: list[dict], directory: pathlib.Path, num_shards: int) -> pathlib.Path:
+    per_shard = -(-len(rows) // num_shards)
+    for i in range(num_shards):
+        chunk = rows[i * per_shard : (i + 1) * per_shard]
+        write_boards(chunk, str(directory / shard_name("boards", i, num_shards)))
+    return directory
+
+
+@pytest.fixture(scope="session")
+def synthetic_data(tmp_path_factory) -> pathlib.Path:
+    """train/ (3 shards, 120 boards) and test/ (1 shard, 30 boards) of synthetic rows."""
+    root = tmp_path_factory.mktemp("synthetic")
+    rows = synthetic_rows(150, seed=7)
+    write_shards(rows[:120], root / "train", 3)
+    write_shards(rows[120:], root / "test", 1)
+    return root
+
+
+@pytest.fixture(scope="session")
+def make_rows():
+    """synthetic_rows(num_boards, seed), for tests (test modules cannot import conftest)."""
+    return synthetic_rows
+
+
+@pytest.fixture(scope="session")
+def shard_writer():
+    """write_shards(rows, directory, num_shards)."""
+    return write_shards

@@ -1,0 +1,205 @@
+"""Trainer throughput: the AV loader on one core, and the train step of the small and 9M models.
+
+Run as `python -m bench.train` (`make bench`). Prints one JSON object:
+
+- `loader`: AV examples/s of `model.data.Batches` on one core (target >= 100,000, so the
+  loader never starves an accelerator), against a baseline measured in the same run: the
+  per-example path (tokenize the FEN, look up the move, bin the value, one example at a time).
+- `train_step`: examples/s of the jitted train step at batch 256 for each model size, on all
+  local devices, with compile time; `mfu` (model FLOPs utilisation) when an accelerator is
+  present and its peak is known (or given with --peak-tflops).
+
+The boards are real positions from seeded random games with all their legal moves; their
+values are random numbers, which the loader's and the step's speed do not depend on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import tempfile
+import time
+
+import chess
+import numpy as np
+
+from bench.tokenize import random_game_fens
+from model import bins
+from model.actions import legal_actions, move_to_index
+from model.data import Batches, load_boards
+from model.tokenizer import tokenize
+from pipeline.schema import shard_name, write_boards
+
+BATCH = 256
+# Dense bf16 peak TFLOP/s per device, by jax `device_kind` prefix.
+PEAK_TFLOPS = {
+    "TPU v4": 275.0,
+    "TPU v5 lite": 197.0,
+    "TPU v5e": 197.0,
+    "TPU v5p": 459.0,
+    "TPU v6": 918.0,
+    "NVIDIA A100": 312.0,
+    "NVIDIA H100": 989.0,
+    "NVIDIA L4": 121.0,
+}
+
+
+def write_bench_shards(directory: str, num_boards: int, num_shards: int = 4) -> None:
+    rng = random.Random(0)
+    rows = []
+    for fen in dict.fromkeys(random_game_fens(num_boards, seed=1)):
+        moves = legal_actions(chess.Board(fen))
+        probs = [rng.random() for _ in moves]
+        best = int(np.argmax(probs))
+        rows.append(
+            {
+                "fen": fen,
+                "count": 1,
+                "moves": moves,
+                "win_probs": probs,
+                "cp": [None] * len(moves),
+                "mate": [None] * len(moves),
+                "best_move": moves[best],
+                "state_win_prob": probs[best],
+                "state_cp": None,
+                "state_mate": None,
+                "engine": "bench",
+                "limit": "none",
+            }
+        )
+    per_shard = -(-len(rows) // num_shards)
+    for i in range(num_shards):
+        chunk = rows[i * per_shard : (i + 1) * per_shard]
+        write_boards(chunk, os.path.join(directory, shard_name("boards", i, num_shards)))
+
+
+def bench_loader(directory: str, batches: int) -> dict:
+    """Both loaders on one core (the caller pins the process)."""
+    start = time.perf_counter()
+    data = load_boards(directory)
+    load_seconds = time.perf_counter() - start
+    loader = Batches(data, "av", bins.DEFAULT_NUM_BINS, BATCH, seed=0, prefetch=0)
+    next(loader)  # the first epoch's permutation
+    start = time.perf_counter()
+    for _ in range(batches):
+        next(loader)
+    rate = batches * BATCH / (time.perf_counter() - start)
+
+    # Baseline: what a loader without pre-tokenized, flattened arrays does per example.
+    order = np.random.default_rng(0).permutation(data.num_pairs)[: 20 * BATCH]
+    moves = np.concatenate([data.legal_moves(i) for i in range(data.num_boards)])
+    start = time.perf_counter()
+    for p in order:
+        board = data.pair_board[p]
+        tokenize(data.fens[board])
+        move_to_index(str(moves[p]))
+        bins.to_bins(data.pair_win_probs[p])
+    naive = len(order) / (time.perf_counter() - start)
+    return {
+        "boards": data.num_boards,
+        "action_values": data.num_pairs,
+        "load_boards_per_s": round(data.num_boards / load_seconds),
+        "batch_size": BATCH,
+        "av_examples_per_s": round(rate),
+        "per_example_baseline_per_s": round(naive),
+        "vs_baseline": round(rate / naive, 1),
+        "target_examples_per_s": 100_000,
+        "meets_target": rate >= 100_000,
+    }
+
+
+def train_flops_per_example(config) -> float:
+    """Matmul FLOPs of forward + backward (3x forward) for one AV example."""
+    m = config.model
+    d, length = m.embedding_dim, 79
+    per_token = m.num_layers * (4 * d * d + 3 * m.widening_factor * d * d)
+    attention = m.num_layers * 2 * length * length * d
+    forward = 2 * (per_token * length + attention + d * config.output_size)
+    return 3.0 * forward
+
+
+def bench_train_step(directory: str, size: str, steps: int, peak_tflops: float | None) -> dict:
+    import jax
+
+    from model import config as config_lib
+    from model.train import Placement, compile_train_step, init_state, make_optimizer
+    from model.transformer import count_params
+
+    config = config_lib.from_dict(
+        {"model": {"size": size}, "train": {"batch_size": BATCH}, "data": {"train": directory}}
+    )
+    placement = Placement.over_all_devices()
+    optimizer = make_optimizer(config.train)
+    state = init_state(config, optimizer, placement)
+    step = compile_train_step(config, optimizer, placement)
+    loader = Batches(load_boards(directory), "av", config.num_bins, BATCH, seed=0, prefetch=2)
+    start = time.perf_counter()
+    state, metrics = step(state, placement.global_batch(next(loader)))
+    jax.block_until_ready(metrics)
+    compile_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(steps):
+        state, metrics = step(state, placement.global_batch(next(loader)))
+    jax.block_until_ready(metrics)
+    seconds = (time.perf_counter() - start) / steps
+    loader.close()
+    result = {
+        "params": count_params(state.params),
+        "batch_size": BATCH,
+        "steps": steps,
+        "step_s": round(seconds, 4),
+        "examples_per_s": round(BATCH / seconds, 1),
+        "compile_s": round(compile_seconds, 1),
+    }
+    if jax.default_backend() != "cpu":
+        kind = jax.devices()[0].device_kind
+        peak = peak_tflops or next((v for k, v in PEAK_TFLOPS.items() if kind.startswith(k)), None)
+        achieved = train_flops_per_example(config) * BATCH / seconds
+        result["device_kind"] = kind
+        if peak:
+            result["mfu"] = round(achieved / (peak * 1e12 * len(jax.devices())), 4)
+        else:
+            result["mfu"] = None  # unknown peak: pass --peak-tflops
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--boards", type=int, default=20_000, help="boards in the bench data")
+    parser.add_argument("--loader-batches", type=int, default=400)
+    parser.add_argument("--sizes", default="small,9M")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per size")
+    parser.add_argument("--steps-9m", type=int, default=2, help="timed steps for 9M and up")
+    parser.add_argument("--peak-tflops", type=float, help="accelerator peak, for the MFU")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        write_bench_shards(directory, args.boards)
+        # One core for the loader; JAX is imported only afterwards, with every core back.
+        cores = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {min(cores)})
+        loader = bench_loader(directory, args.loader_batches)
+        os.sched_setaffinity(0, cores)
+        steps = {}
+        for size in args.sizes.split(","):
+            count = args.steps if size == "small" else args.steps_9m
+            steps[size] = bench_train_step(directory, size, count, args.peak_tflops)
+    import jax
+
+    print(
+        json.dumps(
+            {
+                "bench": "train",
+                "cores": len(os.sched_getaffinity(0)),
+                "backend": jax.default_backend(),
+                "devices": len(jax.devices()),
+                "loader": loader,
+                "train_step": steps,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""The Parquet loader: views, order, sampling, resume and refusal of bad input."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from model import bins
+from model.actions import move_to_index
+from model.data import Batches, DataError, load_boards, make_view
+from model.tokenizer import tokenize_batch
+from pipeline.schema import SCHEMA_VERSION, SchemaError, boards_table
+
+
+@pytest.fixture(scope="module")
+def rows(make_rows):
+    return make_rows(60, seed=11)
+
+
+@pytest.fixture(scope="module")
+def shards(rows, tmp_path_factory, shard_writer):
+    return shard_writer(rows, tmp_path_factory.mktemp("shards"), 3)
+
+
+@pytest.fixture(scope="module")
+def data(shards):
+    return load_boards(str(shards))
+
+
+def pairs_of(rows):
+    return [(r["fen"], m, p) for r in rows for m, p in zip(r["moves"], r["win_probs"], strict=True)]
+
+
+def test_load_flattens_every_pair_in_file_order(rows, data):
+    assert data.num_boards == len(rows)
+    assert len(data.files) == 3
+    assert data.num_pairs == sum(len(r["moves"]) for r in rows)
+    np.testing.assert_array_equal(data.states, tokenize_batch([r["fen"] for r in rows]))
+    i = 17
+    assert list(data.legal_moves(i)) == rows[i]["moves"]
+    np.testing.assert_allclose(data.move_win_probs(i), rows[i]["win_probs"], rtol=1e-6)
+
+
+def decode_av(data, batch):
+    """(fen, move) of each AV example, read back through the token arrays."""
+    fen_of = {bytes(s): f for s, f in zip(data.states, data.fens, strict=True)}
+    return [(fen_of[bytes(s)], a) for s, a in zip(batch["states"], batch["actions"], strict=True)]
+
+
+def test_av_batches_hold_the_right_targets(rows, data):
+    truth = {(f, move_to_index(m)): p for f, m, p in pairs_of(rows)}
+    batches = Batches(data, "av", 32, batch_size=50, seed=3, prefetch=0)
+    batch = next(batches)
+    assert batch["states"].shape == (50, 77) and batch["targets"].shape == (50,)
+    probs = np.array([truth[key] for key in decode_av(data, batch)], np.float32)
+    np.testing.assert_array_equal(batch["targets"], bins.to_bins(probs, 32))
+
+
+def test_sv_and_bc_views_are_boards(rows, data):
+    sv = make_view(data, "sv", 128)
+    bc = make_view(data, "bc", 128)
+    assert len(sv) == len(bc) == len(rows)
+    np.testing.assert_array_equal(
+        sv.label, bins.to_bins(np.float32([r["state_win_prob"] for r in rows]), 128)
+    )
+    np.testing.assert_array_equal(bc.label, [move_to_index(r["best_move"]) for r in rows])
+    batch = next(Batches(data, "bc", 128, batch_size=8, seed=0, prefetch=0))
+    assert "actions" not in batch and batch["targets"].dtype == np.int32
+
+
+def test_an_epoch_visits_every_pair_once_shuffled_across_shards(data):
+    n = data.num_pairs
+    batches = Batches(data, "av", 128, batch_size=n, seed=5, prefetch=0)
+    order = batches.indices(0)
+    assert sorted(order) == list(range(n))
+    # A global shuffle: the first few examples already come from every shard.
+    board_shard = np.searchsorted(np.cumsum([20, 20, 20]), data.pair_board[order[:30]], "right")
+    assert set(board_shard) == {0, 1, 2}
+    # Epochs differ, and the order depends on the seed.
+    assert not np.array_equal(order, batches.indices(n))
+    other = Batches(data, "av", 128, batch_size=n, seed=6, prefetch=0)
+    assert not np.array_equal(order, other.indices(0))
+
+
+def test_weighted_sampler_follows_count(tmp_path, make_rows, shard_writer):
+    rows = make_rows(20, seed=3)
+    for i, row in enumerate(rows):
+        row["count"] = 9 if i % 2 else 1
+    data = load_boards(str(shard_writer(rows, tmp_path, 2)))
+    seen = collections.Counter()
+    uniform = collections.Counter()
+    for kind, counter in (("weighted", seen), ("uniform", uniform)):
+        batches = Batches(data, "sv", 128, batch_size=200, seed=0, sampler=kind, prefetch=0)
+        for batch in itertools.islice(batches, 100):
+            counter.update(bytes(s) for s in batch["states"])
+    heavy = sum(n for i, n in enumerate(_by_board(data, seen)) if i % 2)
+    light = sum(n for i, n in enumerate(_by_board(data, seen)) if not i % 2)
+    assert 8.0 < heavy / light < 10.0
+    counts = _by_board(data, uniform)
+    assert max(counts) == min(counts) == 1000  # uniform: every board once per epoch
+
+
+def _by_board(data, counter):
+    return [counter[bytes(s)] for s in data.states]
+
+
+@pytest.mark.parametrize("prefetch", [0, 3])
+def test_a_resumed_loader_continues_exactly(data, prefetch):
+    def make(position=0):
+        return Batches(data, "av", 64, batch_size=48, seed=1, position=position, prefetch=prefetch)
+
+    with make() as straight:
+        expected = [next(straight) for _ in range(40)]  # 1920 examples: crosses epochs
+        assert straight.position == 40 * 48
+    with make() as first:
+        head = [next(first) for _ in range(13)]
+        position = first.position
+    assert position == 13 * 48
+    with make(position) as resumed:
+        tail = [next(resumed) for _ in range(27)]
+    for a, b in zip(expected, head + tail, strict=True):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_processes_split_each_global_batch(data):
+    whole = next(Batches(data, "av", 128, batch_size=12, seed=2, prefetch=0))
+    parts = [
+        next(Batches(data, "av", 128, 12, seed=2, prefetch=0, process_index=p, process_count=3))
+        for p in range(3)
+    ]
+    for key in whole:
+        np.testing.assert_array_equal(whole[key], np.concatenate([p[key] for p in parts]))
+
+
+def test_hl_gauss_targets_are_distributions_around_the_value(data):
+    batch = next(Batches(data, "av", 32, batch_size=16, seed=0, hl_gauss=True, prefetch=0))
+    hard = next(Batches(data, "av", 32, batch_size=16, seed=0, prefetch=0))["targets"]
+    soft = batch["targets"]
+    assert soft.shape == (16, 32)
+    np.testing.assert_allclose(soft.sum(axis=1), 1.0, rtol=1e-5)
+    assert np.all(np.abs(soft.argmax(axis=1) - hard) <= 1)
+
+
+def test_refuses_a_file_without_the_schema(tmp_path, rows):
+    table = boards_table(rows[:3]).replace_schema_metadata(None)
+    path = tmp_path / "boards-00000-of-00001.parquet"
+    pq.write_table(table, path)
+    with pytest.raises(SchemaError, match="boards-00000-of-00001.parquet"):
+        load_boards(str(tmp_path))
+
+
+def test_refuses_an_unknown_schema_version(tmp_path, rows):
+    table = boards_table(rows[:3])
+    metadata = dict(table.schema.metadata)
+    metadata[b"searchless_chess.schema_version"] = str(SCHEMA_VERSION + 1).encode()
+    pq.write_table(table.replace_schema_metadata(metadata), tmp_path / "boards.parquet")
+    with pytest.raises(SchemaError, match="version"):
+        load_boards(str(tmp_path / "boards.parquet"))
+
+
+def test_a_bad_row_is_named(tmp_path, rows, shard_writer):
+    bad = [dict(r) for r in rows[:5]]
+    bad[3]["win_probs"] = [1.5] * len(bad[3]["moves"])
+    shard_writer(bad, tmp_path, 1)
+    with pytest.raises(DataError, match=r"boards-00000-of-00001.parquet: row 3 .*outside"):
+        load_boards(str(tmp_path))
+
+
+def test_mismatched_lists_are_named(tmp_path, rows):
+    bad = [dict(r) for r in rows[:5]]
+    bad[2]["win_probs"] = bad[2]["win_probs"][:-1]
+    table = pa.Table.from_pylist(bad, schema=boards_table(rows[:1]).schema)
+    pq.write_table(table, tmp_path / "boards-00000-of-00001.parquet")
+    with pytest.raises(DataError, match="row 2 .*win_probs"):
+        load_boards(str(tmp_path))
+
+
+def test_missing_path_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no annotated board shards"):
+        load_boards(str(tmp_path / "nothing"))

@@ -1,0 +1,118 @@
+"""The predictor: batched predictions equal the network's, for every target."""
+
+from __future__ import annotations
+
+import chess
+import jax
+import numpy as np
+import pytest
+
+from model import bins
+from model import config as config_lib
+from model.actions import legal_actions, moves_to_indices
+from model.predictor import Predictor, TargetError
+from model.tokenizer import tokenize_batch
+from model.transformer import build, init_params
+
+BOARDS = [
+    chess.Board(),
+    chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3"),
+    chess.Board("6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1"),  # a1a8 mates
+    chess.Board("k7/8/1Q6/8/8/8/8/7K w - - 0 1"),  # h1g1 (among others) stalemates
+]
+
+
+def tiny(target: str) -> config_lib.Config:
+    return config_lib.from_dict(
+        {
+            "model": {"num_layers": 1, "embedding_dim": 32, "num_heads": 2},
+            "train": {"target": target, "num_bins": 16, "seed": 4},
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def predictors() -> dict[str, Predictor]:
+    """One predictor per target, shared so that each shape compiles once per module."""
+    result = {}
+    for target in ("av", "sv", "bc"):
+        config = tiny(target)
+        result[target] = Predictor(init_params(config), config, max_batch=64)
+    return result
+
+
+@pytest.fixture(params=["av", "sv", "bc"])
+def predictor(request, predictors):
+    return predictors[request.param]
+
+
+def direct(predictor, fens, actions=None):
+    """The network applied to exactly these rows, unpadded, as log-probs."""
+    apply = jax.jit(build(predictor.config).apply)
+    return np.asarray(apply(predictor.params, tokenize_batch(fens), actions))
+
+
+def test_action_values_are_the_networks_expected_values(predictors):
+    shared = predictors["av"]
+    predictor = Predictor(shared.params, shared.config, max_batch=16)  # forces 3 chunks
+    fens = [b.fen() for b in BOARDS[:2]]
+    moves = [legal_actions(b) for b in BOARDS[:2]]  # 20 + 27 rows
+    values = predictor.action_values(fens, moves)
+    assert [len(v) for v in values] == [20, 27]
+    rows = [(fen, m) for fen, ms in zip(fens, moves, strict=True) for m in ms]
+    log_probs = direct(predictor, [f for f, _ in rows], moves_to_indices([m for _, m in rows]))
+    expected = bins.expected_value(log_probs)
+    np.testing.assert_allclose(np.concatenate(values), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_sizes_within_a_bucket_share_one_compilation(predictors):
+    shared = predictors["sv"]
+    predictor = Predictor(shared.params, shared.config, max_batch=64)
+    for n in (17, 20, 31, 32):
+        predictor.state_values([BOARDS[0].fen()] * n)
+    assert predictor._values._cache_size() == 1
+
+
+def test_state_values_and_log_probs_match_the_network(predictors):
+    fens = [b.fen() for b in BOARDS]
+    sv, bc = predictors["sv"], predictors["bc"]
+    np.testing.assert_allclose(
+        sv.state_values(fens), bins.expected_value(direct(sv, fens)), rtol=1e-5
+    )
+    log_probs = bc.move_log_probs(fens)
+    assert log_probs.shape == (4, 1968)
+    np.testing.assert_allclose(log_probs, direct(bc, fens), rtol=1e-5, atol=1e-6)
+
+
+def test_move_values_score_every_legal_move_in_action_order(predictor):
+    results = predictor.move_values(BOARDS)
+    for board, (moves, scores) in zip(BOARDS, results, strict=True):
+        assert moves == legal_actions(board)
+        assert scores.shape == (len(moves),)
+        assert np.all((scores >= 0) & (scores <= 1))
+        if predictor.config.target == "bc":
+            np.testing.assert_allclose(scores.sum(), 1.0, rtol=1e-5)
+    best = predictor.best_moves(BOARDS)
+    assert all(m in legal_actions(b) for m, b in zip(best, BOARDS, strict=True))
+
+
+def test_state_value_policy_knows_mate_and_stalemate(predictors):
+    predictor = predictors["sv"]
+    (mate_moves, mate_scores), (stale_moves, stale_scores) = predictor.move_values(BOARDS[2:])
+    assert mate_scores[mate_moves.index("a1a8")] == 1.0
+    assert stale_scores[stale_moves.index("h1g1")] == 0.5
+    assert predictor.best_moves([BOARDS[2]]) == ["a1a8"]
+
+
+def test_a_board_without_moves_gets_an_empty_score(predictor):
+    mated = chess.Board("R5k1/5ppp/8/8/8/8/8/6K1 b - - 1 1")
+    [(moves, scores)] = predictor.move_values([mated])
+    assert moves == [] and scores.shape == (0,)
+
+
+def test_asking_the_wrong_target_is_a_clear_error(predictors):
+    predictor = predictors["av"]
+    with pytest.raises(TargetError, match="state_values needs a model trained for target 'sv'"):
+        predictor.state_values([BOARDS[0].fen()])
+    with pytest.raises(TargetError, match="'bc'"):
+        predictor.move_log_probs([BOARDS[0].fen()])

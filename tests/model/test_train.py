@@ -1,0 +1,177 @@
+"""The training loop: exact resume, checkpoints, every target, and learning on real boards."""
+
+from __future__ import annotations
+
+import math
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import chess
+import jax
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from model import config as config_lib
+from model.checkpoint import CheckpointNotFoundError, load_params
+from model.data import load_boards
+from model.predictor import Predictor
+from model.train import train
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TINY_MODEL = {"num_layers": 1, "embedding_dim": 32, "num_heads": 2}
+
+
+def tiny(data: pathlib.Path, **train) -> config_lib.Config:
+    settings = {
+        "batch_size": 32,
+        "num_steps": 8,
+        "learning_rate": 1e-3,
+        "log_every": 2,
+        "checkpoint_every": 3,
+        "keep_checkpoints": 2,
+        "prefetch": 2,
+        "eval_boards": 10,
+        "eval_batches": 2,
+        **train,
+    }
+    return config_lib.from_dict(
+        {
+            "model": TINY_MODEL,
+            "train": settings,
+            "data": {"train": str(data / "train"), "test": ""},
+        }
+    )
+
+
+def assert_trees_equal(a, b):
+    leaves_a, leaves_b = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    assert len(leaves_a) == len(leaves_b)
+    for x, y in zip(leaves_a, leaves_b, strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_a_stopped_run_resumes_to_the_uninterrupted_result(synthetic_data, tmp_path):
+    # Weighted sampling, HL-Gauss targets and a warm-up + cosine schedule all have to
+    # continue exactly too.
+    config = tiny(
+        synthetic_data,
+        sampler="weighted",
+        hl_gauss=True,
+        lr_schedule="cosine",
+        warmup_steps=3,
+    )
+    logs: list[str] = []
+    first = train(config, str(tmp_path / "a"), stop_after=4, log=logs.append)
+    assert first.stopped_early and first.step == 4 and first.data_position == 4 * 32
+    resumed = train(config, str(tmp_path / "a"), log=logs.append)
+    assert "resumed from step 4 (data position 128)" in "\n".join(logs)
+    assert resumed.step == 8 and resumed.data_position == 8 * 32
+    straight = train(config, str(tmp_path / "b"), log=logs.append)
+    assert_trees_equal(resumed.state, straight.state)  # bitwise: params, EMA, optimiser
+    # The last two checkpoints are kept; the loader position travels with them.
+    assert sorted(os.listdir(tmp_path / "a" / "checkpoints")) == ["6", "8"]
+    params, saved, meta = load_params(str(tmp_path / "a"), use_ema=False)
+    assert meta["data_position"] == 8 * 32 and saved == config
+    assert_trees_equal(params, straight.state.params)
+    assert config_lib.load(tmp_path / "a" / "config.toml") == config
+
+
+def test_resuming_with_a_different_model_is_refused(synthetic_data, tmp_path):
+    config = tiny(synthetic_data, num_steps=2)
+    train(config, str(tmp_path), log=lambda _: None)
+    other = config.replace(model={"embedding_dim": 64})
+    with pytest.raises(config_lib.ConfigError, match="different model"):
+        train(other, str(tmp_path), log=lambda _: None)
+
+
+@pytest.mark.parametrize("target", ["sv", "bc"])
+def test_state_value_and_behavioural_cloning_train_and_predict(synthetic_data, tmp_path, target):
+    config = tiny(synthetic_data, target=target, num_steps=4, eval_every=0)
+    config = config.replace(data={"test": str(synthetic_data / "test")})
+    result = train(config, str(tmp_path), log=lambda _: None)
+    assert result.last_eval is not None and math.isfinite(result.last_eval["test_loss"])
+    assert 0 <= result.last_eval["action_accuracy"] <= 1
+    predictor = Predictor.from_checkpoint(str(tmp_path / "checkpoints" / "4"))
+    assert predictor.config.target == target and predictor.step == 4
+    [(moves, scores)] = predictor.move_values([chess.Board()])
+    assert len(moves) == 20 and scores.shape == (20,)
+    with pytest.raises(CheckpointNotFoundError, match="step 3"):
+        Predictor.from_checkpoint(str(tmp_path), step=3)
+
+
+def train_command(data: pathlib.Path, out: pathlib.Path, steps: int) -> list[str]:
+    sets = [f"model.{k}={v}" for k, v in TINY_MODEL.items()]
+    sets += ["checkpoint_every=5", "log_every=5", "learning_rate=1e-3", "keep_checkpoints=10"]
+    command = [sys.executable, "-m", "model.train", "--config", "model/configs/small.toml"]
+    command += ["--data", str(data / "train"), "--test-data", "", "--out", str(out)]
+    command += ["--steps", str(steps), "--batch-size", "32"]
+    for item in sets:
+        command += ["--set", item]
+    return command
+
+
+def finished_steps(out: pathlib.Path) -> list[int]:
+    directory = out / "checkpoints"
+    return (
+        sorted(int(n) for n in os.listdir(directory) if n.isdigit()) if directory.exists() else []
+    )
+
+
+@pytest.mark.slow
+def test_a_killed_process_resumes_where_its_checkpoint_left_off(synthetic_data, tmp_path):
+    """SIGKILL the CLI once it has a checkpoint, rerun it, compare with one clean run."""
+    out = tmp_path / "killed"
+    command = train_command(synthetic_data, out, steps=40)
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 240
+    while not finished_steps(out) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed_at = finished_steps(out)
+    assert killed_at and killed_at[-1] < 40, "the run must be killed mid-way"
+    rerun = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"resumed from step {killed_at[-1]}" in rerun.stdout
+    config = config_lib.load(out / "config.toml")
+    straight = train(config, str(tmp_path / "straight"), log=lambda _: None)
+    params, _, meta = load_params(str(out), use_ema=False)
+    assert meta["step"] == 40 and meta["data_position"] == 40 * 32
+    assert_trees_equal(params, straight.state.params)
+
+
+@pytest.mark.slow
+def test_small_model_learns_real_action_values(annotated_data, tmp_path):
+    """The small config on real Stockfish annotations: test loss well below log K, and the
+    predicted values rank the labels."""
+    config = config_lib.load(
+        ROOT / "model" / "configs" / "small.toml",
+        [
+            f"data.train='{annotated_data / 'train'}'",
+            f"data.test='{annotated_data / 'test'}'",
+            "num_steps=300",
+            "batch_size=64",
+            "learning_rate=1e-3",
+            "eval_every=0",
+            "eval_boards=150",
+            "checkpoint_every=300",
+        ],
+    )
+    result = train(config, str(tmp_path), log=print)
+    evaluation = result.last_eval
+    assert evaluation["test_loss"] < math.log(config.num_bins) - 0.5
+    predictor = Predictor.from_checkpoint(str(tmp_path))
+    test = load_boards(str(annotated_data / "test"))
+    boards = range(test.num_boards)
+    predicted = predictor.action_values(
+        list(test.fens), [list(test.legal_moves(i)) for i in boards]
+    )
+    labels = np.concatenate([test.move_win_probs(i) for i in boards])
+    correlation = spearmanr(np.concatenate(predicted), labels).statistic
+    print(f"evaluation {evaluation}; Spearman of predicted values and labels {correlation:.3f}")
+    assert correlation > 0.3
