@@ -49,8 +49,15 @@ annotate: setup
 	$(PY) -m pipeline.annotate $(INPUT) --out $(OUT) --split $(SPLIT) --limit $(LIMIT) \
 		--overwrite --direct_num_workers=$(WORKERS) --direct_running_mode=multi_processing $(ARGS)
 
+# Train (model/train.py): CONFIG, DATA (train shards), TEST (test shards; evaluation is
+# skipped when absent), OUT (run dir: resumed when it holds checkpoints), ARGS ("--set k=v").
+train: CONFIG = model/configs/small.toml
+train: DATA = data/annotated/train
+train: TEST = $(patsubst %/train,%/test,$(DATA))
+train: OUT = runs/small
 train: setup
-	@echo "make train: not yet available (issue 4)"; exit 1
+	$(PY) -m model.train --config $(CONFIG) --data $(DATA) \
+		$(if $(wildcard $(TEST)),--test-data $(TEST),--test-data "") --out $(OUT) $(ARGS)
 
 # Puzzle accuracy by rating. AGENT: one or more agent specs (`python -m eval.puzzles --help`),
 # by default the model trained in runs/small if there is one, else Stockfish at 100k nodes.
@@ -66,6 +73,7 @@ bench: setup
 	$(PY) -m bench.tokenize
 	$(PY) -m bench.annotate
 	$(PY) -m bench.inference
+	$(PY) -m bench.train
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info
