@@ -53,7 +53,7 @@ annotate: setup
 # skipped when absent), OUT (run dir: resumed when it holds checkpoints), ARGS ("--set k=v").
 train: CONFIG = model/configs/small.toml
 train: DATA = data/annotated/train
-train: TEST = $(patsubst %/train,%/test,$(DATA))
+train: TEST = $(if $(filter %/train,$(DATA)),$(patsubst %/train,%/test,$(DATA)))
 train: OUT = runs/small
 train: setup
 	$(PY) -m model.train --config $(CONFIG) --data $(DATA) \
