@@ -10,8 +10,12 @@ Prints one JSON object:
   as the engine reports it);
   the mean nodes the engine actually searched per value; and the efficiency =
   values/s x nodes per value / bare_nps, with nodes per value as asked (2,000) and as
-  searched. Some of the boards through python-chess `engine.analyse` (the baseline the
-  UCI client replaces) give `python_chess_values_per_s` and the speedup over it. The three are
+  searched. The same searches written to the engine all at once with no parsing at all give
+  `raw_engine_values_per_s`, the ceiling for any client (`client_share_of_raw_engine`);
+  `client_cpu_us_per_value` is the client's own CPU time per value, which on a busy machine
+  competes with the engine for a core;
+  Some of the boards through python-chess `engine.analyse` (the baseline the UCI client
+  replaces) give `python_chess_values_per_s` and the speedup over it. These are
   measured in alternating rounds (`rounds`), so load that changes during the run skews each
   ratio less;
 - `time_0.05`: action values/s at the paper's 50 ms per (state, action);
@@ -32,6 +36,7 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 
@@ -89,6 +94,18 @@ def games_and_boards(path: str, max_games: int) -> tuple[str, list[str]]:
     return "".join(chosen), list(fens)
 
 
+def annotate_queued(annotator: BoardAnnotator, fens: list[str]) -> int:
+    """Annotates `fens` as the pipeline does (one board queued behind the one searching)."""
+    values = 0
+    for fen in fens:
+        annotator.submit(fen)
+        if annotator.in_flight > 1:
+            values += len(annotator.collect().row["moves"])
+    while annotator.in_flight:
+        values += len(annotator.collect().row["moves"])
+    return values
+
+
 def client_rate(path: str, fens: list[str], limit: Limit) -> dict:
     """Action values/s through the pipeline's own annotator (clears, restarts and all)."""
     annotator = BoardAnnotator(lambda: UciEngine(path), limit)
@@ -108,9 +125,50 @@ def client_rate(path: str, fens: list[str], limit: Limit) -> dict:
     }
 
 
+class RawEngine:
+    """The engine with no client at all: a batch's commands written at once, the output only
+    counted. Its rate is the ceiling any UCI client could reach on the same searches."""
+
+    def __init__(self, path: str):
+        self.process = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._send("uci\nsetoption name Threads value 1\nsetoption name Hash value 16\n")
+        self._wait_for(b"uciok", 1)
+
+    def _send(self, text: str) -> None:
+        self.process.stdin.write(text.encode())
+        self.process.stdin.flush()
+
+    def _wait_for(self, token: bytes, count: int) -> None:
+        seen, tail = 0, b""
+        while seen < count:
+            chunk = os.read(self.process.stdout.fileno(), 1 << 16)
+            if not chunk:
+                raise RuntimeError("engine exited")
+            data = tail + chunk
+            seen += data.count(token) - tail.count(token)
+            tail = data[-len(token) :]
+
+    def values_per_s(self, fens: list[str], limit: Limit) -> float:
+        commands, searches = [], 0
+        for fen in fens:
+            moves = board_moves(fen)
+            commands.append(f"ucinewgame\nposition fen {fen}\n")
+            commands.extend(f"go {limit.go_args} searchmoves {m}\n" for m in moves)
+            searches += len(moves)
+        started = time.perf_counter()
+        self._send("".join(commands))
+        self._wait_for(b"bestmove", searches)
+        return searches / (time.perf_counter() - started)
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
 def efficiency_rounds(path: str, fens: list[str], rounds: int, bare_nodes: int) -> dict:
     """Per round and batch of boards: a bare search of each board, then the batch through the
-    pipeline's annotator at nodes=2000, then its first board through python-chess.
+    pipeline's annotator at nodes=2000, through the raw engine (no client), and its first
+    board through python-chess.
 
     Each round compares rates measured seconds apart, so a machine whose load changes during
     the run skews each ratio less than measuring each rate in one block would.
@@ -120,7 +178,10 @@ def efficiency_rounds(path: str, fens: list[str], rounds: int, bare_nodes: int) 
     engine = annotator.start()
     reference = chess.engine.SimpleEngine.popen_uci(path)
     reference.configure({"Threads": 1, "Hash": 16})
+    raw = RawEngine(path)
+    raw_rates = []
     per_round = []
+    client_cpu = 0.0  # this process's CPU time while annotating: the client's own cost
     total_values = total_seconds = total_bare_nodes = total_bare_ms = 0
     reference_values = reference_seconds = 0.0
     batch = max(1, len(fens) // rounds)
@@ -132,10 +193,11 @@ def efficiency_rounds(path: str, fens: list[str], rounds: int, bare_nodes: int) 
             nodes, milliseconds = nodes + searched, milliseconds + spent
         nps = nodes / (milliseconds / 1000)
         before_nodes, values = annotator.nodes, 0
-        started = time.perf_counter()
-        for fen in boards:
-            values += len(annotator.annotate(fen)["moves"])
+        started, cpu_started = time.perf_counter(), time.process_time()
+        values = annotate_queued(annotator, boards)
         seconds = time.perf_counter() - started
+        client_cpu += time.process_time() - cpu_started
+        raw_rates.append(raw.values_per_s(boards, limit))
         started = time.perf_counter()
         reference_values += python_chess_values(reference, boards[0], 2000)
         reference_seconds += time.perf_counter() - started
@@ -145,6 +207,7 @@ def efficiency_rounds(path: str, fens: list[str], rounds: int, bare_nodes: int) 
             {
                 "bare_nps": round(nps),
                 "values_per_s": round(rate, 1),
+                "raw_engine_values_per_s": round(raw_rates[-1], 1),
                 "efficiency": round(rate * 2000 / nps, 3),
                 "efficiency_searched_nodes": round(rate * searched / nps, 3),
             }
@@ -155,6 +218,7 @@ def efficiency_rounds(path: str, fens: list[str], rounds: int, bare_nodes: int) 
         total_bare_ms += milliseconds
     annotator.close()
     reference.quit()
+    raw.close()
     rate = total_values / total_seconds
     nps = total_bare_nodes / (total_bare_ms / 1000)
     reference_rate = reference_values / reference_seconds
@@ -170,6 +234,9 @@ def efficiency_rounds(path: str, fens: list[str], rounds: int, bare_nodes: int) 
         "efficiency_median_of_rounds": round(
             statistics.median(r["efficiency"] for r in per_round), 3
         ),
+        "raw_engine_values_per_s": round(statistics.mean(raw_rates), 2),
+        "client_share_of_raw_engine": round(rate / statistics.mean(raw_rates), 3),
+        "client_cpu_us_per_value": round(1e6 * client_cpu / total_values, 1),
         "python_chess_values_per_s": round(reference_rate, 2),
         "python_chess_efficiency": round(reference_rate * 2000 / nps, 3),
         "speedup_over_python_chess": round(rate / reference_rate, 2),

@@ -13,6 +13,7 @@ carrying the last error, for the failures output.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -69,12 +70,34 @@ def board_moves(fen: str) -> list[str]:
 
 
 @dataclass
+class _Pending:
+    fen: str
+    count: int
+    moves: list[str]
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One board's result: its schema row, or the error that made it fail."""
+
+    fen: str
+    count: int
+    row: dict | None
+    error: str | None
+
+
+@dataclass
 class BoardAnnotator:
     """Annotates boards with one engine process, restarting it when it fails.
 
-    `make_engine` starts a fresh engine; `retries` is how many times a board is retried
-    after an engine failure before it is given up. `restarts` counts engines discarded
-    after a failure (the next board or retry starts a new one).
+    `submit` queues boards and `collect` returns the oldest one's Outcome, so a caller can
+    keep a board queued behind the one being searched (the engine then never waits for
+    Python). `annotate` does one board start to finish. `make_engine` starts a fresh engine;
+    a board is retried `retries` times after engine failures before it fails for good.
+    `restarts` counts engines discarded after a failure. Invariant: a running engine holds
+    every pending board, or only the oldest while that one is being retried alone after a
+    failure; with no engine, none is held (the next engine gets them again, in order).
     """
 
     make_engine: Callable[[], UciEngine]
@@ -84,36 +107,89 @@ class BoardAnnotator:
     nodes: int = 0
     engine_pids: list[int] = field(default_factory=list)
     _engine: UciEngine | None = None
+    _pending: collections.deque = field(default_factory=collections.deque)
+    _isolate: bool = False  # the engine holds only the oldest pending board
 
     @property
     def engine(self) -> UciEngine:
         if self._engine is None:
             self._engine = self.make_engine()
             self.engine_pids.append(self._engine.pid)
+            # After a failure the oldest board is retried alone: a board queued behind it
+            # may be what killed the engine, and must not make the oldest one fail.
+            for pending in list(self._pending)[:1] if self._isolate else self._pending:
+                self._engine.submit(pending.fen, pending.moves, self.limit)
         return self._engine
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
 
     def start(self) -> UciEngine:
         """Starts the engine now (rather than at the first board) and returns it."""
         return self.engine
 
-    def annotate(self, fen: str, count: int = 1) -> dict:
-        """The schema row of `fen`; NoLegalMoves/ValueError for boards with nothing to search."""
-        moves = board_moves(fen)
-        errors: list[str] = []
-        for _attempt in range(self.retries + 1):
+    def _discard_engine(self) -> None:
+        if self._engine is not None:
+            self._engine.kill()
+            self._engine = None
+        self._isolate = True
+        self.restarts += 1
+
+    def _end_isolation(self) -> None:
+        """After the oldest board is done, hands the boards behind it to the engine."""
+        if not self._isolate:
+            return
+        self._isolate = False
+        if self._engine is None:
+            return
+        try:
+            for pending in self._pending:
+                self._engine.submit(pending.fen, pending.moves, self.limit)
+        except EngineError:
+            self._discard_engine()
+
+    def submit(self, fen: str, count: int = 1) -> None:
+        """Queues a board; NoLegalMoves/ValueError at once for boards with nothing to search."""
+        pending = _Pending(fen, count, board_moves(fen))
+        self._pending.append(pending)
+        if self._engine is not None and not self._isolate:
+            try:
+                self._engine.submit(fen, pending.moves, self.limit)
+            except EngineError:
+                self._discard_engine()  # collect() starts another and retries
+
+    def collect(self) -> Outcome:
+        """The oldest submitted board's outcome, after as many engine restarts as allowed."""
+        pending = self._pending[0]
+        while True:
             try:
                 engine = self.engine
-                searches = engine.search_moves(fen, moves, self.limit)
+                searches = engine.collect()
             except EngineError as e:
-                errors.append(f"{type(e).__name__}: {e}")
-                if self._engine is not None:
-                    self._engine.kill()
-                    self._engine = None
-                self.restarts += 1
+                pending.errors.append(f"{type(e).__name__}: {e}")
+                self._discard_engine()
+                if len(pending.errors) > self.retries:
+                    self._pending.popleft()
+                    self._end_isolation()
+                    message = f"{len(pending.errors)} attempts failed; last: {pending.errors[-1]}"
+                    return Outcome(pending.fen, pending.count, None, message)
                 continue
+            self._pending.popleft()
+            self._end_isolation()
             self.nodes += sum(s.nodes for s in searches)
-            return board_row(fen, count, searches, engine.name, self.limit)
-        raise AnnotationFailed(f"{len(errors)} attempts failed; last: {errors[-1]}")
+            row = board_row(pending.fen, pending.count, searches, engine.name, self.limit)
+            return Outcome(pending.fen, pending.count, row, None)
+
+    def annotate(self, fen: str, count: int = 1) -> dict:
+        """The schema row of one board; AnnotationFailed if the engine keeps failing on it."""
+        if self._pending:
+            raise RuntimeError("annotate() with boards still pending: collect them first")
+        self.submit(fen, count)
+        outcome = self.collect()
+        if outcome.row is None:
+            raise AnnotationFailed(outcome.error)
+        return outcome.row
 
     def close(self) -> None:
         if self._engine is not None:

@@ -38,9 +38,11 @@ from dataclasses import asdict, dataclass
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
 
 from pipeline import pgn, stats
-from pipeline.action_values import AnnotationFailed, BoardAnnotator, NoLegalMoves
+from pipeline.action_values import BoardAnnotator, NoLegalMoves, Outcome
 from pipeline.engine import Limit, UciEngine
 from pipeline.engine_path import find_engine
 from pipeline.progress import format_duration
@@ -194,11 +196,17 @@ def _threshold(smallest: list) -> tuple | None:
 # -- stage 4: annotate ------------------------------------------------------------------------
 
 
+def _in_global_window(value) -> WindowedValue:
+    return WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
+
+
 class AnnotateBoards(beam.DoFn):
     """(fen, count) -> a BOARD_SCHEMA row, or a FAILURE_SCHEMA row on the failures tag.
 
     One engine process per DoFn instance, i.e. per worker thread: started in `setup`,
-    closed in `teardown`. Boards with no legal move are dropped and counted.
+    closed in `teardown`. With a node limit one board waits queued in the engine behind the
+    one being searched, so the engine never idles between boards; the last ones of a bundle
+    are emitted from `finish_bundle`. Boards with no legal move are dropped and counted.
     """
 
     def __init__(self, engine: EngineConfig, limit: Limit, progress_seconds: float, workers: int):
@@ -217,6 +225,7 @@ class AnnotateBoards(beam.DoFn):
         )
         # Start now: an engine that cannot run fails the job here, with its own error.
         self._engine_name = self._annotator.start().name
+        self._lookahead = 1 if self.limit.kind == "nodes" else 0
         self._worker = f"{socket.gethostname()}:{os.getpid()}"
         self._done = 0
         self._values = 0
@@ -225,70 +234,96 @@ class AnnotateBoards(beam.DoFn):
 
     def start_bundle(self):
         self._stats = stats.BundleStats()
+        self._restarts_seen = self._annotator.restarts
+        self._nodes_seen = self._annotator.nodes
 
     def process(self, element, total_boards=0):
         fen, count = element
         s = self._stats
         s.count("unique_boards")
         s.count("boards", count)
-        annotator = self._annotator
-        restarts, nodes = annotator.restarts, annotator.nodes
         began = time.time()
+        if self._started is None:
+            self._started = began
         try:
-            row, error = annotator.annotate(fen, count), None
+            self._annotator.submit(fen, count)
         except NoLegalMoves:
             s.count("no_legal_moves")
             s.example("no_legal_moves", fen)
             return
-        except (AnnotationFailed, ValueError) as e:
-            row, error = None, str(e)
-        s.count("engine_restarts", annotator.restarts - restarts)
-        s.count("nodes", annotator.nodes - nodes)
-        values = len(row["moves"]) if row else 0
-        self._note_worker(began, values)
+        except ValueError as e:  # a FEN the engine must not be given
+            yield self._output(Outcome(fen, count, None, str(e)))
+            return
+        while self._annotator.in_flight > self._lookahead:
+            yield self._output(self._annotator.collect())
+        self._note_busy(began)
+        self._report(total_boards)
+
+    def finish_bundle(self):
+        began = time.time()
+        while self._annotator.in_flight:
+            # Boards come from a global-window batch, so their results go back there too.
+            output = self._output(self._annotator.collect())
+            if isinstance(output, beam.pvalue.TaggedOutput):
+                yield beam.pvalue.TaggedOutput(output.tag, _in_global_window(output.value))
+            else:
+                yield _in_global_window(output)
+        self._note_busy(began)
+        yield self._stats.emit()
+
+    def _output(self, outcome: Outcome):
+        """Counts a finished board and returns what to emit for it."""
+        s, annotator = self._stats, self._annotator
+        s.count("engine_restarts", annotator.restarts - self._restarts_seen)
+        s.count("nodes", annotator.nodes - self._nodes_seen)
+        self._restarts_seen, self._nodes_seen = annotator.restarts, annotator.nodes
+        row = outcome.row
+        values = len(row["moves"]) if row is not None else 0
+        self._done += 1
+        self._values += values
+        record = self._worker_record()
+        record["boards"] += 1
+        record["action_values"] += values
         if row is not None:
             s.count("annotated")
             s.count("action_values", values)
             if row["engine"] not in s.partial["engines"]:
                 s.partial["engines"].append(row["engine"])
-            yield row
-        else:
-            s.count("failed")
-            s.example("failed", f"{fen}: {error}")
-            failure = {
-                "fen": fen,
-                "count": count,
-                "error": error,
-                "engine": self._engine_name,
-                "limit": str(self.limit),
-            }
-            yield beam.pvalue.TaggedOutput(FAILURES_TAG, failure)
-        self._report(total_boards)
+            return row
+        s.count("failed")
+        s.example("failed", f"{outcome.fen}: {outcome.error}")
+        failure = {
+            "fen": outcome.fen,
+            "count": outcome.count,
+            "error": outcome.error,
+            "engine": self._engine_name,
+            "limit": str(self.limit),
+        }
+        return beam.pvalue.TaggedOutput(FAILURES_TAG, failure)
 
-    def _note_worker(self, began: float, values: int) -> None:
-        ended = time.time()
-        self._done += 1
-        self._values += values
-        if self._started is None:
-            self._started = began
+    def _worker_record(self) -> dict:
+        now = time.time()
         record = self._stats.partial["workers"].setdefault(
             self._worker,
             {
                 "worker": self._worker,
                 "engine_pids": [],
-                "first_board_at": began,
-                "last_board_at": ended,
+                "first_board_at": self._started,
+                "last_board_at": now,
                 "boards": 0,
                 "action_values": 0,
                 "busy_s": 0.0,
             },
         )
-        pids = set(record["engine_pids"]) | set(self._annotator.engine_pids)
-        record["engine_pids"] = sorted(pids)
-        record["last_board_at"] = ended
-        record["boards"] += 1
-        record["action_values"] += values
-        record["busy_s"] += ended - began
+        record["engine_pids"] = sorted(
+            set(record["engine_pids"]) | set(self._annotator.engine_pids)
+        )
+        record["last_board_at"] = now
+        return record
+
+    def _note_busy(self, began: float) -> None:
+        if self._stats.partial["workers"].get(self._worker) is not None:
+            self._stats.partial["workers"][self._worker]["busy_s"] += time.time() - began
 
     def _report(self, total_boards: int) -> None:
         now = time.monotonic()
@@ -301,16 +336,13 @@ class AnnotateBoards(beam.DoFn):
             f"annotate [{self._worker}]: {self._done:,} boards, {self._values:,} action values,"
             f" {rate:.1f} boards/s, {self._values / elapsed:.0f} values/s"
         )
-        if total_boards and self.workers:
+        if total_boards and self.workers and rate > 0:
             share = total_boards / self.workers
             line += f"; ~{min(100.0, 100 * self._done / share):.0f}% of this worker's share"
             line += (
                 f" of {total_boards:,} boards, ETA {format_duration((share - self._done) / rate)}"
             )
         print(line, file=sys.stderr, flush=True)
-
-    def finish_bundle(self):
-        yield self._stats.emit()
 
     def teardown(self):
         annotator = getattr(self, "_annotator", None)
@@ -366,7 +398,7 @@ def build(
             config.progress_seconds,
             static.get("expected_workers", 0),
         ),
-        total_boards=total,
+        total,
     ).with_outputs(stats.STATS_TAG, FAILURES_TAG, main="rows")
 
     split_dir = config.split_dir

@@ -2,10 +2,11 @@
 
 Why not python-chess's engine module: it costs ~0.6 ms per `analyse` call on top of the
 search, a quarter of the time at 2,000 nodes. This client writes UCI commands to the
-process's pipe and scans its output in bulk. With a `nodes=` limit it also queues all of a
-board's searches at once (`go` waits for the previous search inside the engine), so the
-engine never idles while Python parses. A `time=` limit is sent one search at a time because
-Stockfish starts a search's clock when it *reads* `go`, not when the search begins.
+process's pipe and scans its output in bulk, waking a few times per board rather than once
+per output line. With a `nodes=` limit it queues whole boards (`submit`), the next one behind
+the current: Stockfish reads commands in order and each `go` waits for the previous search,
+so the engine never idles while Python parses or sleeps. A `time=` limit is sent one search
+at a time because Stockfish starts a search's clock when it *reads* `go`.
 
 Each move's value is a search restricted to that root move (`go ... searchmoves <move>`), so
 its score is from the root side to move's view: the mover's view of the move, as the paper did.
@@ -16,9 +17,11 @@ on which boards the same process searched before: runs are reproducible on any r
 
 from __future__ import annotations
 
+import collections
 import os
 import select
 import subprocess
+import time
 from dataclasses import dataclass
 
 from pipeline.values import win_probability
@@ -149,6 +152,9 @@ class UciEngine:
         self.name = ""
         self._process: subprocess.Popen | None = None
         self._buffer = bytearray()
+        self._queue: collections.deque = collections.deque()  # (fen, moves, limit, sent at)
+        self._search_seconds = 0.0  # running mean wall time of one queued search
+        self._last_collected = 0.0
         self.start()
 
     @property
@@ -182,6 +188,7 @@ class UciEngine:
 
     def close(self) -> None:
         """Asks the engine to quit, then makes sure it is gone."""
+        self._queue.clear()
         process, self._process = self._process, None
         if process is None:
             return
@@ -198,6 +205,7 @@ class UciEngine:
             stream.close()
 
     def kill(self) -> None:
+        self._queue.clear()  # whatever was queued died with the process
         process, self._process = self._process, None
         if process is None:
             return
@@ -273,28 +281,84 @@ class UciEngine:
                 searched = max(0, len(self._buffer) - len(token))
             self._fill(silence_limit)
 
+    def _read_answers(self, count: int, silence_limit: float) -> bytes:
+        """Output through the `count`-th `bestmove` line, read in few large gulps.
+
+        The engine prints a line per iteration; waking up for each would cost more CPU than
+        everything else the client does. Between reads it sleeps for half the time the
+        outstanding searches should still take (from the running mean), so it wakes a few
+        times per board and at most ~half a search late at the end.
+        """
+        found = scan = 0
+        while True:
+            while found < count:
+                at = self._buffer.find(b"bestmove", scan)
+                end = self._buffer.find(b"\n", at) if at >= 0 else -1
+                if end < 0:
+                    scan = at if at >= 0 else max(0, len(self._buffer) - 8)
+                    break
+                found, scan = found + 1, end + 1
+            if found == count:
+                out = bytes(self._buffer[:scan])
+                del self._buffer[:scan]
+                return out
+            self._fill(silence_limit)
+            time.sleep(min(0.01, 0.5 * (count - found) * self._search_seconds))
+
     # -- searches ------------------------------------------------------------------------
 
-    def search_moves(self, fen: str, moves: list[str], limit: Limit) -> list[MoveSearch]:
-        """One search per move from `fen`, each restricted to that root move, after a clear.
+    @property
+    def queued(self) -> int:
+        """Boards submitted and not yet collected."""
+        return len(self._queue)
 
-        Returns the last reported score of each search (root side to move's view) and its
-        node count. The engine must answer each search with the move it was restricted to.
+    def submit(self, fen: str, moves: list[str], limit: Limit) -> None:
+        """Queues one board: a clear, then one search per move restricted to that root move.
+
+        With a node limit the commands are written at once, behind any board still
+        searching (Stockfish reads them in order and each `go` waits for the previous search),
+        so the engine never waits for this process. A time limit's commands are only sent
+        by `collect`, one search at a time.
         """
-        silence = self.timeout or limit.watchdog_seconds()
-        go = [f"go {limit.go_args} searchmoves {move}\n" for move in moves]
-        header = f"ucinewgame\nposition fen {fen}\n"
-        results: list[MoveSearch] = []
+        self._queue.append((fen, moves, limit, time.perf_counter()))
         if limit.kind == "nodes":
-            self._send(header + "".join(go))
+            header = f"ucinewgame\nposition fen {fen}\n"
+            self._send(header + "".join(f"go {limit.go_args} searchmoves {m}\n" for m in moves))
+
+    def collect(self) -> list[MoveSearch]:
+        """Results of the oldest submitted board, one per move in the order submitted.
+
+        Each is the last score the engine reported for that search (the root side to move's
+        view) and its node count; the engine must answer each search with its move.
+        """
+        fen, moves, limit, submitted = self._queue.popleft()
+        silence = self.timeout or limit.watchdog_seconds()
+        if limit.kind != "nodes":
+            self._send(f"ucinewgame\nposition fen {fen}\n")
+            results = []
             for move in moves:
+                self._send(f"go {limit.go_args} searchmoves {move}\n")
                 results.append(self._read_search(move, silence))
-        else:
-            self._send(header)
-            for move, command in zip(moves, go, strict=True):
-                self._send(command)
-                results.append(self._read_search(move, silence))
+            return results
+        output = self._read_answers(len(moves), silence)
+        now = time.perf_counter()
+        # The board ran from when it was sent or the previous board finished, whichever is later.
+        took = now - max(submitted, self._last_collected)
+        self._last_collected = now
+        self._search_seconds = 0.5 * self._search_seconds + 0.5 * took / len(moves)
+        results, start = [], 0
+        for move in moves:
+            end = output.find(b"\n", output.find(b"bestmove", start)) + 1
+            results.append(self._parse_search(output[start:end], move))
+            start = end
         return results
+
+    def search_moves(self, fen: str, moves: list[str], limit: Limit) -> list[MoveSearch]:
+        """One board's searches, start to finish (`submit` then `collect`)."""
+        if self._queue:
+            raise RuntimeError("search_moves with boards still queued: collect them first")
+        self.submit(fen, moves, limit)
+        return self.collect()
 
     def timed_search(self, fen: str, limit: Limit) -> tuple[int, int]:
         """One unrestricted search after a clear: (nodes, milliseconds), as the engine counts.
@@ -311,7 +375,10 @@ class UciEngine:
         return int(tokens[tokens.index(b"nodes") + 1]), int(tokens[tokens.index(b"time") + 1])
 
     def _read_search(self, move: str, silence: float) -> MoveSearch:
-        output = self._read_until(b"bestmove", silence)
+        return self._parse_search(self._read_until(b"bestmove", silence), move)
+
+    def _parse_search(self, output: bytes, move: str) -> MoveSearch:
+        """One search's output (through its `bestmove` line) -> its last score and nodes."""
         end = output.rfind(b"bestmove")
         best = output[end:].split()
         at = output.rfind(b" score ", 0, end)

@@ -212,7 +212,10 @@ def test_a_board_the_engine_keeps_dying_on_goes_to_the_failures_output(
     assert failures[0]["limit"] == "nodes=20" and failures[0]["engine"].startswith("Stockfish")
     rows = _rows(out)
     assert len(rows) == len(_positions(pgn_samples.italian)) - 1
-    assert stats["boards"]["failed"] == 1 and stats["engine_restarts"] == 2
+    assert stats["boards"]["failed"] == 1
+    # At least the poisoned board's two attempts; more when the engine dies while the board
+    # queued before it is still searching (that board is then retried alone, and succeeds).
+    assert stats["engine_restarts"] >= 2
 
 
 def test_boards_with_no_legal_move_are_dropped_and_counted(tmp_path, stockfish):

@@ -183,3 +183,33 @@ def test_an_engine_that_cannot_start_is_a_clear_error(tmp_path):
         silent = _fake_engine(tmp_path, "pass")
         engine = UciEngine(silent, timeout=0.5)
         engine.search_moves(ITALIAN, ["e1g1"], Limit.parse("nodes=10"))
+
+
+def test_boards_queued_behind_each_other_get_the_values_they_get_alone(stockfish):
+    limit = Limit.parse("nodes=400")
+    alone = [BoardAnnotator(lambda: UciEngine(stockfish), limit).annotate(f)
+             for f in (ITALIAN, MIDDLEGAME, ENDGAME)]  # fmt: skip
+    annotator = BoardAnnotator(lambda: UciEngine(stockfish), limit)
+    for fen in (ITALIAN, MIDDLEGAME, ENDGAME):
+        annotator.submit(fen)
+    assert annotator.in_flight == 3
+    outcomes = [annotator.collect() for _ in range(3)]
+    assert [o.row for o in outcomes] == alone
+    annotator.close()
+
+
+def test_a_kill_with_boards_queued_retries_each_of_them(stockfish):
+    limit = Limit.parse("nodes=5000")
+    fens = (MIDDLEGAME, ITALIAN, ENDGAME)
+    reference = BoardAnnotator(lambda: UciEngine(stockfish), limit)
+    expected = [reference.annotate(f) for f in fens]
+    reference.close()
+    annotator = BoardAnnotator(lambda: UciEngine(stockfish), limit)
+    first_pid = annotator.start().pid
+    for fen in fens:
+        annotator.submit(fen)
+    timer = _after(0.05, lambda: os.kill(first_pid, signal.SIGKILL))
+    outcomes = [annotator.collect() for _ in fens]
+    timer.join()
+    assert [o.row for o in outcomes] == expected and annotator.restarts == 1
+    annotator.close()
