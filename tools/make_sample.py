@@ -1,0 +1,557 @@
+"""Makes the bundled sample in data/sample/: games, self-play games and puzzles, all by the project.
+
+    python -m tools.make_sample [--steps games,selfplay,puzzles] [--engine PATH] [--out data/sample]
+
+1. `games.pgn.zst`: the well-known games of `tools/famous_games.txt` (entered by hand from the
+   public record), checked move by move with python-chess and written as a Lichess-style PGN.
+2. `selfplay.pgn.zst`: games Stockfish plays against itself from the bundled ECO openings
+   (eval/data/openings.pgn), each side with its own small node budget so the weaker side makes
+   mistakes. Node-limited single-threaded searches with a cleared hash are deterministic, so the
+   same engine build gives the same games.
+3. `puzzles.csv`: Lichess-format puzzles cut from both files: a position, the move that was
+   played in the game (`Moves[0]`, the opponent's), then a solution Stockfish finds and proves
+   unique (see `PuzzleRules`), kept only if the check in tests/test_sample.py passes too.
+
+Nothing is downloaded; the output depends only on this script, its inputs and the engine build
+(recorded in the PGN headers). Re-running a step overwrites its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import math
+import pathlib
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import chess
+import chess.engine
+import chess.pgn
+import zstandard
+
+from eval.engines import EngineSettings, StockfishAgent
+from eval.openings import load_openings
+from eval.progress import Progress
+from eval.tournament import play_game
+from pipeline.engine_path import engine_id, find_engine
+from pipeline.values import win_probability
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FAMOUS_SOURCE = ROOT / "tools" / "famous_games.txt"
+GAMES_FILE = "games.pgn.zst"
+SELFPLAY_FILE = "selfplay.pgn.zst"
+PUZZLES_FILE = "puzzles.csv"
+PUZZLE_COLUMNS = (
+    "PuzzleId,FEN,Moves,Rating,RatingDeviation,Popularity,NbPlays,Themes,GameUrl,OpeningTags"
+).split(",")
+ZSTD_LEVEL = 19
+
+
+# --- writing -----------------------------------------------------------------------------
+
+
+def pgn_text(games: Sequence[chess.pgn.Game]) -> str:
+    exporter_text = []
+    for game in games:
+        exporter = chess.pgn.StringExporter(headers=True, variations=False, comments=False)
+        exporter_text.append(game.accept(exporter))
+    return "\n\n".join(exporter_text) + "\n"
+
+
+def write_zst(text: str, path: pathlib.Path) -> None:
+    """zstd at a fixed level with no timestamps: the same text gives the same bytes."""
+    path.write_bytes(zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(text.encode("utf-8")))
+
+
+def read_zst_games(path: pathlib.Path) -> list[chess.pgn.Game]:
+    text = zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes()).decode()
+    stream, games = io.StringIO(text), []
+    while (game := chess.pgn.read_game(stream)) is not None:
+        games.append(game)
+    return games
+
+
+def lichess_headers(game: chess.pgn.Game, values: dict[str, str]) -> None:
+    """The Lichess header set, in Lichess's order, then our GameId."""
+    game.headers.clear()
+    for key in ("Event", "Site", "Date", "Round", "White", "Black", "Result"):
+        game.headers[key] = values.get(key, "?")
+    for key in ("WhiteElo", "BlackElo", "TimeControl", "Termination", "GameId"):
+        game.headers[key] = values.get(key, "?")
+
+
+# --- 1. famous games ---------------------------------------------------------------------
+
+
+class SampleError(ValueError):
+    pass
+
+
+def famous_games(source: pathlib.Path = FAMOUS_SOURCE) -> list[chess.pgn.Game]:
+    """The hand-entered games, each verified: every move legal, mates scored correctly."""
+    games, ids = [], set()
+    for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        where = f"{source}, line {number}"
+        fields = line.split("|")
+        if len(fields) != 8:
+            raise SampleError(f"{where}: expected 8 '|'-separated fields, got {len(fields)}")
+        game_id, event, site, date, white, black, result, movetext = fields
+        if game_id in ids:
+            raise SampleError(f"{where}: GameId {game_id!r} repeated")
+        ids.add(game_id)
+        board = chess.Board()
+        for san in re.sub(r"\d+\.", " ", movetext).split():
+            try:
+                board.push_san(san)
+            except ValueError as e:
+                raise SampleError(f"{where} ({game_id}): move {san!r}: {e}") from None
+        if board.is_checkmate():
+            expected = "0-1" if board.turn == chess.WHITE else "1-0"
+            if result != expected:
+                raise SampleError(f"{where} ({game_id}): ends in mate but the result is {result}")
+        elif result not in ("1-0", "0-1", "1/2-1/2"):
+            raise SampleError(f"{where} ({game_id}): unknown result {result!r}")
+        game = chess.pgn.Game.from_board(board)
+        lichess_headers(
+            game,
+            {
+                "Event": event,
+                "Site": site,
+                "Date": date,
+                "Round": "-",
+                "White": white,
+                "Black": black,
+                "Result": result,
+                "TimeControl": "-",
+                "Termination": "Normal",
+                "GameId": game_id,
+            },
+        )
+        games.append(game)
+    return games
+
+
+# --- 2. self-play ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SelfPlayRules:
+    games: int = 16
+    # Node budgets: game i pairs BUDGETS[i % 4] (White) with BUDGETS[(i // 4) % 4] (Black),
+    # skipping equal pairs, so strengths differ and mistakes (hence puzzles) occur.
+    budgets: tuple[int, ...] = (64, 256, 1024, 4096)
+    max_plies: int = 240
+
+
+def selfplay_games(engine: str, rules: SelfPlayRules = SelfPlayRules()) -> list[chess.pgn.Game]:
+    name = engine_id(engine)
+    pairs = [(w, b) for b in rules.budgets for w in rules.budgets if w != b]
+    openings = load_openings()
+    agents: dict[int, StockfishAgent] = {}
+    games = []
+    progress = Progress("self-play games", rules.games)
+    try:
+        for i in range(rules.games):
+            white_nodes, black_nodes = pairs[i % len(pairs)]
+            for nodes in (white_nodes, black_nodes):
+                if nodes not in agents:
+                    settings = EngineSettings(path=engine, nodes=nodes, threads=1, hash_mb=16)
+                    agents[nodes] = StockfishAgent(settings, name=f"{name} nodes={nodes}")
+            opening = openings[(7 * i) % len(openings)]  # 7 is coprime to the set's size
+            board, outcome = play_game(
+                agents[white_nodes], agents[black_nodes], opening, rules.max_plies
+            )
+            game = chess.pgn.Game.from_board(board)
+            capped = outcome.termination.startswith("max plies")
+            lichess_headers(
+                game,
+                {
+                    "Event": "searchless-chess sample self-play (tools/make_sample.py)",
+                    "Site": "?",
+                    "Date": "????.??.??",
+                    "Round": str(i + 1),
+                    "White": agents[white_nodes].name,
+                    "Black": agents[black_nodes].name,
+                    "Result": outcome.result,
+                    "TimeControl": "-",
+                    "Termination": "Unterminated" if capped else "Normal",
+                    "GameId": f"selfplay-{i + 1:03d}",
+                },
+            )
+            game.headers["Opening"] = opening.label
+            games.append(game)
+            progress.update(i + 1, f"{opening.label}: {outcome.result} ({outcome.termination})")
+    finally:
+        for agent in agents.values():
+            agent.close()
+    progress.done()
+    return games
+
+
+# --- 3. puzzles --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PuzzleRules:
+    """When a position makes a puzzle. Win probabilities are the side to move's
+    (pipeline.values); a "mate" is a forced mate for the solver."""
+
+    screen_nodes: int = 50_000  # every position, two best lines
+    solve_nodes: int = 500_000  # the candidates' solution lines
+    verify_nodes: int = 200_000  # the independent check, as tests/test_sample.py runs it
+    min_ply: int = 8  # skip the first moves (book knowledge, not tactics)
+    max_mate: int = 4  # mate puzzles up to mate in 4
+    max_solver_moves: int = 3  # material puzzles: up to 3 solver moves
+    winning: float = 0.8  # a material puzzle's best move wins at least this (~ +380 cp)
+    holding: float = 0.3  # a defence puzzle's only move keeps at least this (~ -230 cp)
+    gap: float = 0.3  # and every alternative is worse by at least this
+    max_second: float = 0.65  # and no alternative keeps more than this
+    verify_gap: float = 0.2  # the looser margin the independent check applies
+    per_game: int = 6  # at most this many puzzles from one game
+    max_puzzles: int = 100
+
+
+def wp(score: chess.engine.PovScore | chess.engine.Score) -> float:
+    mate = score.mate()
+    return win_probability(mate=mate) if mate is not None else win_probability(cp=score.score())
+
+
+def top_lines(
+    engine: chess.engine.SimpleEngine, board: chess.Board, nodes: int, multipv: int = 2
+) -> list[tuple[chess.Move, chess.engine.Score]]:
+    """The engine's best moves (at most `multipv`) and scores, side to move's view. A fresh
+    `game` object per call clears the hash, so results do not depend on the call order."""
+    infos = engine.analyse(board, chess.engine.Limit(nodes=nodes), multipv=multipv, game=object())
+    return [(info["pv"][0], info["score"].pov(board.turn)) for info in infos if info.get("pv")]
+
+
+def positive_mate(score: chess.engine.Score | None) -> bool:
+    return score is not None and score.mate() is not None and score.mate() > 0
+
+
+def check_solution(
+    engine: chess.engine.SimpleEngine, fen: str, moves: Sequence[str], nodes: int, gap: float
+) -> str | None:
+    """None if every solver move is the engine's best (or mates at once) and each
+    alternative is clearly worse; else what is wrong. The same rule as tests/test_sample.py."""
+    board = chess.Board(fen)
+    board.push_uci(moves[0])
+    for i in range(1, len(moves), 2):
+        move = chess.Move.from_uci(moves[i])
+        if not board.is_legal(move):
+            return f"solver move {i} {moves[i]} is illegal"
+        after = board.copy(stack=False)
+        after.push(move)
+        if not after.is_checkmate():
+            lines = top_lines(engine, board, nodes)
+            (best_move, best), second = lines[0], (lines[1][1] if len(lines) > 1 else None)
+            if best_move != move:
+                return f"solver move {i} {moves[i]} is not the engine's best {best_move.uci()}"
+            if positive_mate(best):
+                if positive_mate(second):
+                    return f"solver move {i}: an alternative mates too"
+            elif second is not None and wp(best) - wp(second) < gap:
+                return f"solver move {i}: an alternative is nearly as good"
+        board.push(move)
+        if i + 1 < len(moves):
+            reply = chess.Move.from_uci(moves[i + 1])
+            if not board.is_legal(reply):
+                return f"reply {i + 1} {moves[i + 1]} is illegal"
+            board.push(reply)
+    return None
+
+
+@dataclass(frozen=True)
+class Puzzle:
+    fen: str
+    moves: tuple[str, ...]
+    kind: str  # "mate", "material" or "defence"
+    mate_in: int | None
+    best_wp: float
+    game_id: str
+    ply: int
+    source: str
+
+
+def solve(
+    engine: chess.engine.SimpleEngine, start: chess.Board, rules: PuzzleRules
+) -> tuple[str, int | None, float, list[str]] | None:
+    """(kind, mate_in, win probability, solver/reply moves) from `start` (solver to move),
+    or None when the position has no unique winning line."""
+    board, line = start.copy(), []
+    first = top_lines(engine, board, rules.solve_nodes)
+    best = first[0][1]
+    if positive_mate(best) and best.mate() <= rules.max_mate:
+        kind, mate_in = "mate", best.mate()
+    elif wp(best) >= rules.winning:
+        kind, mate_in = "material", None
+    else:  # the only move that holds: one solver move, the Lichess "defensiveMove"
+        kind, mate_in = "defence", None
+    if kind == "defence" and (len(first) < 2 or wp(best) < rules.holding):
+        return None
+    best_wp = wp(best)
+    steps = {"mate": mate_in, "material": rules.max_solver_moves, "defence": 1}[kind]
+    lines = first
+    for step in range(steps):
+        if step:
+            lines = top_lines(engine, board, rules.solve_nodes)
+        (move, best), second = lines[0], (lines[1][1] if len(lines) > 1 else None)
+        if kind == "mate":
+            if not positive_mate(best):
+                return None
+            board.push(move)
+            line.append(move.uci())
+            if board.is_checkmate():
+                return kind, mate_in, best_wp, line
+            if positive_mate(second):
+                return None  # more than one way to mate: not a puzzle
+        else:
+            unique = second is None or (
+                best.mate() is None
+                and wp(best) - wp(second) >= rules.gap
+                and wp(second) <= rules.max_second
+            )
+            threshold = rules.winning if kind == "material" else rules.holding
+            if wp(best) < threshold or not unique or positive_mate(second):
+                if step == 0:
+                    return None
+                line.pop()  # end on the solver's last unique move
+                return kind, mate_in, best_wp, line
+            board.push(move)
+            line.append(move.uci())
+            if board.is_game_over() or step == steps - 1:
+                return kind, mate_in, best_wp, line
+        reply = top_lines(engine, board, rules.solve_nodes, multipv=1)[0][0]
+        board.push(reply)
+        line.append(reply.uci())
+    return None
+
+
+def find_puzzles(
+    engine_path: str, games: Sequence[tuple[str, chess.pgn.Game]], rules: PuzzleRules
+) -> list[Puzzle]:
+    puzzles: list[Puzzle] = []
+    engine = chess.engine.SimpleEngine.popen_uci(engine_path)
+    engine.configure({"Threads": 1, "Hash": 16})
+    total = sum(1 for _, g in games for _ in g.mainline_moves())
+    progress, seen, done = Progress("puzzle search (positions)", total), set(), 0
+    try:
+        for source, game in games:
+            game_id, found = game.headers["GameId"], 0
+            board = game.board()
+            moves = list(game.mainline_moves())
+            skip_until = -1  # the plies of a puzzle already cut are not cut again
+            for ply, move in enumerate(moves):
+                done += 1
+                progress.update(done, f"{len(puzzles)} puzzles")
+                start_fen = board.fen()
+                board.push(move)
+                if (
+                    found >= rules.per_game
+                    or board.is_game_over()
+                    or ply + 1 < rules.min_ply
+                    or ply <= skip_until
+                ):
+                    continue
+                lines = top_lines(engine, board, rules.screen_nodes)
+                best, second = lines[0][1], (lines[1][1] if len(lines) > 1 else None)
+                mate_first = positive_mate(best) and best.mate() <= rules.max_mate
+                material = wp(best) >= rules.winning and (
+                    second is None or wp(best) - wp(second) >= rules.gap
+                )
+                only_move = (
+                    second is not None
+                    and wp(best) >= rules.holding
+                    and wp(best) - wp(second) >= rules.gap
+                )
+                if not (mate_first or material or only_move) or board.fen() in seen:
+                    continue
+                solved = solve(engine, board, rules)
+                if solved is None:
+                    continue
+                kind, mate_in, best_wp, line = solved
+                full = (move.uci(), *line)
+                if check_solution(engine, start_fen, full, rules.verify_nodes, rules.verify_gap):
+                    continue
+                seen.add(board.fen())
+                puzzles.append(
+                    Puzzle(start_fen, full, kind, mate_in, best_wp, game_id, ply, source)
+                )
+                found += 1
+                skip_until = ply + len(full)
+    finally:
+        engine.quit()
+    progress.done(f"{len(puzzles)} puzzles")
+    return puzzles
+
+
+def difficulty_nodes(engine: chess.engine.SimpleEngine, puzzle: Puzzle) -> int:
+    """The smallest node budget (a power of two from 32 to 2^20) from which Stockfish keeps
+    choosing the first solver move at every larger budget: how hard the key move is to see."""
+    board = chess.Board(puzzle.fen)
+    board.push_uci(puzzle.moves[0])
+    budgets = [2**k for k in range(5, 21)]
+    found = budgets[-1]
+    for nodes in reversed(budgets):
+        if top_lines(engine, board, nodes, multipv=1)[0][0].uci() != puzzle.moves[1]:
+            break
+        found = nodes
+    return found
+
+
+def rating(puzzle: Puzzle, nodes: int) -> int:
+    """A plausible rating (there are no plays to rate it by): a base by kind and length plus
+    100 points per doubling of the nodes Stockfish needs to see the key move beyond 32."""
+    solver_moves = len(puzzle.moves) // 2
+    if puzzle.kind == "mate":
+        base = {1: 800, 2: 1200, 3: 1500}.get(puzzle.mate_in, 1700)
+    elif puzzle.kind == "defence":
+        base = 1300
+    else:
+        base = {1: 1100, 2: 1400}.get(solver_moves, 1600)
+    value = base + 100 * math.log2(max(nodes, 32) / 32)
+    return int(round(min(2800, max(500, value)) / 10) * 10)
+
+
+def themes(puzzle: Puzzle) -> str:
+    solver_moves = len(puzzle.moves) // 2
+    out = [f"mateIn{puzzle.mate_in}", "mate"] if puzzle.kind == "mate" else []
+    if puzzle.kind == "material":
+        out.append("crushing" if puzzle.best_wp >= 0.9 else "advantage")
+    if puzzle.kind == "defence":
+        out.extend(["defensiveMove", "equality" if puzzle.best_wp < 0.65 else "advantage"])
+    out.append({1: "oneMove", 2: "short", 3: "long"}.get(solver_moves, "veryLong"))
+    board = chess.Board(puzzle.fen)
+    pieces = sum(
+        len(board.pieces(kind, colour))
+        for kind in (chess.KNIGHT, chess.BISHOP, chess.ROOK, chess.QUEEN)
+        for colour in chess.COLORS
+    )
+    out.append("endgame" if pieces <= 4 else "opening" if puzzle.ply < 20 else "middlegame")
+    return " ".join(out)
+
+
+def puzzle_id(puzzle: Puzzle, taken: set[str]) -> str:
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    salt = 0
+    while True:
+        digest = hashlib.sha256(f"{puzzle.fen} {' '.join(puzzle.moves)} {salt}".encode())
+        value, chars = int.from_bytes(digest.digest()[:8], "big"), []
+        for _ in range(5):
+            value, r = divmod(value, len(alphabet))
+            chars.append(alphabet[r])
+        if (pid := "".join(chars)) not in taken:
+            taken.add(pid)
+            return pid
+        salt += 1
+
+
+def select(puzzles: Sequence[Puzzle], limit: int) -> list[Puzzle]:
+    """At most `limit`, taken round-robin over the games so no game dominates."""
+    by_game: dict[str, list[Puzzle]] = {}
+    for p in puzzles:
+        by_game.setdefault(p.game_id, []).append(p)
+    chosen, rank = [], 0
+    while len(chosen) < min(limit, len(puzzles)):
+        for group in by_game.values():
+            if rank < len(group) and len(chosen) < limit:
+                chosen.append(group[rank])
+        rank += 1
+    return chosen
+
+
+def write_puzzles(
+    puzzles: Sequence[Puzzle], engine_path: str, path: pathlib.Path
+) -> list[dict[str, str]]:
+    engine = chess.engine.SimpleEngine.popen_uci(engine_path)
+    engine.configure({"Threads": 1, "Hash": 16})
+    rows, taken = [], set()
+    try:
+        for p in puzzles:
+            rows.append(
+                {
+                    "PuzzleId": puzzle_id(p, taken),
+                    "FEN": p.fen,
+                    "Moves": " ".join(p.moves),
+                    "Rating": str(rating(p, difficulty_nodes(engine, p))),
+                    "RatingDeviation": "100",
+                    "Popularity": "0",
+                    "NbPlays": "0",
+                    "Themes": themes(p),
+                    "GameUrl": f"{p.source}#{p.game_id}/{p.ply + 1}",
+                    "OpeningTags": "",
+                }
+            )
+    finally:
+        engine.quit()
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=PUZZLE_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
+# --- the CLI -----------------------------------------------------------------------------
+
+
+def unique_boards(games: Sequence[chess.pgn.Game]) -> int:
+    fens = set()
+    for game in games:
+        board = game.board()
+        for move in game.mainline_moves():
+            fens.add(board.fen())
+            board.push(move)
+    return len(fens)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.make_sample", description=__doc__)
+    parser.add_argument("--steps", default="games,selfplay,puzzles")
+    parser.add_argument("--engine", default=None, help="Stockfish binary")
+    parser.add_argument("--out", default=str(ROOT / "data" / "sample"))
+    parser.add_argument("--selfplay-games", type=int, default=SelfPlayRules.games)
+    args = parser.parse_args(argv)
+    steps = set(args.steps.split(","))
+    unknown = steps - {"games", "selfplay", "puzzles"}
+    if unknown:
+        parser.error(f"unknown steps {sorted(unknown)}")
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    engine = find_engine(args.engine)
+    started = time.monotonic()
+
+    if "games" in steps:
+        games = famous_games()
+        write_zst(pgn_text(games), out / GAMES_FILE)
+        print(f"{out / GAMES_FILE}: {len(games)} games, {unique_boards(games)} unique boards")
+    if "selfplay" in steps:
+        games = selfplay_games(engine, SelfPlayRules(games=args.selfplay_games))
+        write_zst(pgn_text(games), out / SELFPLAY_FILE)
+        print(f"{out / SELFPLAY_FILE}: {len(games)} games, {unique_boards(games)} unique boards")
+    if "puzzles" in steps:
+        sources = [
+            (name, game)
+            for name in (GAMES_FILE, SELFPLAY_FILE)
+            for game in read_zst_games(out / name)
+        ]
+        rules = PuzzleRules()
+        found = find_puzzles(engine, sources, rules)
+        rows = write_puzzles(select(found, rules.max_puzzles), engine, out / PUZZLES_FILE)
+        print(f"{out / PUZZLES_FILE}: {len(rows)} puzzles (of {len(found)} found)")
+    everything = [g for name in (GAMES_FILE, SELFPLAY_FILE) if (out / name).exists()
+                  for g in read_zst_games(out / name)]  # fmt: skip
+    print(f"all sample games: {len(everything)}, unique boards {unique_boards(everything)}")
+    print(f"done in {time.monotonic() - started:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
