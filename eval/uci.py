@@ -295,7 +295,10 @@ def neural_factory(checkpoint: str, label: str) -> AgentFactory:
 
     def make(options: UciOptions) -> Agent:
         if options.use_ema not in loaded:
-            loaded[options.use_ema] = Predictor.from_checkpoint(checkpoint, use_ema=options.use_ema)
+            predictor = Predictor.from_checkpoint(checkpoint, use_ema=options.use_ema)
+            # Compile now, during `isready`, so the first `go` answers at once.
+            predictor.move_values([chess.Board()])
+            loaded[options.use_ema] = predictor
         return NeuralAgent(
             loaded[options.use_ema],
             temperature=options.temperature,

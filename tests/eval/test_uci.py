@@ -155,7 +155,11 @@ def play_through_uci(command: list[str], stockfish: str, max_plies: int) -> ches
         ours.configure({"Temperature": "0", "RepetitionWorkaround": True})
         while not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies:
             engine = ours if board.turn == chess.WHITE else theirs
-            limit = chess.engine.Limit(time=5.0, nodes=None if engine is ours else 200)
+            # Ours answers at once whatever the limit; the time is python-chess's patience,
+            # generous for the model's first move, which loads and compiles it.
+            limit = (
+                chess.engine.Limit(time=30.0) if engine is ours else chess.engine.Limit(nodes=200)
+            )
             move = engine.play(board, limit).move
             assert move is not None and board.is_legal(move), (board.fen(), move)
             board.push(move)
