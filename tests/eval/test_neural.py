@@ -2,6 +2,7 @@ import json
 import math
 
 import chess
+import jax
 import numpy as np
 import pytest
 
@@ -26,12 +27,19 @@ def board_after(moves) -> chess.Board:
 
 @pytest.fixture(scope="module")
 def predictors():
-    """Untrained (randomly initialised) one-layer predictors of each target, built in memory
-    (one layer: the agent's logic is under test here, and compiling it is quick)."""
+    """Untrained one-layer predictors of each target with random weights, built in memory
+    (one layer: the agent's logic is under test here, and compiling it is quick). Noise is
+    added to every parameter because the initialiser may start the head at a uniform output,
+    under which every move would score the same."""
     out = {}
+    rng = np.random.default_rng(1)
     for target in ("av", "sv", "bc"):
         config = Config().replace(train={"target": target}, model={"num_layers": 1})
-        out[target] = Predictor(init_params(config, seed=1), config)
+        params = jax.tree_util.tree_map(
+            lambda p: p + rng.normal(0.0, 0.05, p.shape).astype(p.dtype),
+            init_params(config, seed=1),
+        )
+        out[target] = Predictor(params, config)
     return out
 
 
