@@ -61,7 +61,8 @@ class ModelConfig:
     embedding_dim: int = 64
     num_heads: int = 4
     widening_factor: int = 4  # SwiGLU hidden size = widening_factor * embedding_dim
-    embedding_init_scale: float = 0.02
+    embedding_init_scale: float = 0.02  # token embeddings, before the sqrt(d) factor
+    positional_init_scale: float = 1.0  # the reference's hk.Embed default
 
 
 @dataclass(frozen=True)

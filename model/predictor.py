@@ -16,6 +16,7 @@ to a power-of-two bucket so that a handful of shapes are ever compiled.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import chess
@@ -25,11 +26,28 @@ import numpy as np
 
 from model import bins
 from model.actions import NUM_ACTIONS, legal_actions, moves_to_indices
-from model.config import Config
+from model.config import Config, ModelConfig, TrainConfig
 from model.tokenizer import tokenize_batch
 from model.transformer import build, cast
 
 _MIN_BUCKET = 16
+
+
+@functools.cache
+def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str):
+    """Jitted (log_probs, values) shared by every Predictor of one architecture, so a second
+    checkpoint of the same model (or the trainer's evaluation) reuses the compilations."""
+    config = Config(model=model, train=TrainConfig(target=target, num_bins=num_bins))
+    network = build(config)
+    dtype = jnp.bfloat16 if compute_dtype == "bfloat16" else jnp.float32
+
+    def log_probs(params, states, actions):
+        return network.apply(cast(params, dtype), states, actions)
+
+    def values(params, states, actions):
+        return bins.expected_value(log_probs(params, states, actions))
+
+    return jax.jit(log_probs), jax.jit(values)
 
 
 class TargetError(ValueError):
@@ -47,17 +65,9 @@ class Predictor:
         self.max_batch = max_batch
         self.step: int | None = None  # the training step, when loaded from a checkpoint
         self.params = jax.device_put(params, jax.local_devices()[0])
-        model = build(config)
-        dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
-
-        def log_probs(params, states, actions):
-            return model.apply(cast(params, dtype), states, actions)
-
-        def values(params, states, actions):
-            return bins.expected_value(log_probs(params, states, actions))
-
-        self._log_probs = jax.jit(log_probs)
-        self._values = jax.jit(values)
+        self._log_probs, self._values = _compiled(
+            config.model, config.train.target, config.train.num_bins, config.train.compute_dtype
+        )
 
     @classmethod
     def from_checkpoint(

@@ -119,7 +119,7 @@ def make_train_step(config: Config, optimizer: optax.GradientTransformation) -> 
         ema = jax.tree_util.tree_map(
             lambda e, p: decay * e + (1.0 - decay) * p, state.ema_params, params
         )
-        metrics["grad_norm"] = optax.global_norm(grads)
+        metrics["grad_norm"] = optax.tree.norm(grads)
         return TrainState(params, ema, opt_state), metrics
 
     return step
@@ -476,6 +476,7 @@ def train(
 
 
 def _train_record(window, step, window_step, window_start, t: TrainConfig, lr) -> dict:
+    jax.block_until_ready(window[-1])  # steps run asynchronously: time them to completion
     seconds = time.perf_counter() - window_start
     means = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
     return {

@@ -5,8 +5,8 @@ index (79 positions); SV and BC read the first 78. Tokens and actions share one 
 table of 1968 rows (board tokens are ids 0..30), scaled by sqrt(d), plus a learned positional
 embedding of 79 rows. Then L blocks of pre-LayerNorm non-causal multi-head attention and
 pre-LayerNorm SwiGLU MLP (hidden 4d), all projections without biases; a final LayerNorm; a
-linear head with bias read at the last position; log-softmax. With 8 layers, d=256 and 128
-bins this is 8,954,240 parameters, the paper's 9M model.
+linear head with bias (zero-initialised) read at the last position; log-softmax. With 8
+layers, d=256 and 128 bins this is 8,954,240 parameters, the paper's 9M model.
 """
 
 from __future__ import annotations
@@ -67,12 +67,10 @@ def _forward(
         w_init=hk.initializers.TruncatedNormal(stddev=model.embedding_init_scale),
         name="embed",
     )
-    # Positional rows start at unit scale (the reference's hk.Embed default) so square
-    # identity is visible from step 0, next to token embeddings of scale 0.02 * sqrt(d).
     positions = hk.get_parameter(
         "positional_embeddings",
         (MAX_SEQUENCE_LENGTH, width),
-        init=hk.initializers.TruncatedNormal(stddev=1.0),
+        init=hk.initializers.TruncatedNormal(stddev=model.positional_init_scale),
     )
     h = embed(tokens) * np.sqrt(width) + positions[: tokens.shape[1]]
     for i in range(model.num_layers):
@@ -80,7 +78,10 @@ def _forward(
             h = h + _attention(_layer_norm(h, "attention_norm"), model.num_heads)
             h = h + _swiglu(_layer_norm(h, "mlp_norm"), model.widening_factor * width)
     last = _layer_norm(h[:, -1], "final_norm")
-    logits = hk.Linear(output_size, name="head")(last).astype(jnp.float32)
+    # A zero head starts training at the uniform prediction (loss = log K) rather than at
+    # random logits the first steps would have to unlearn.
+    head = hk.Linear(output_size, w_init=hk.initializers.Constant(0.0), name="head")
+    logits = head(last).astype(jnp.float32)
     return jax.nn.log_softmax(logits, axis=-1)
 
 

@@ -22,6 +22,16 @@ BOARDS = [
 ]
 
 
+def random_params(config: config_lib.Config):
+    """Initial parameters with noise on every leaf: the zero-initialised head would make
+    every prediction the same, and these tests compare predictions."""
+    params = init_params(config)
+    leaves, tree = jax.tree_util.tree_flatten(params)
+    keys = jax.random.split(jax.random.PRNGKey(9), len(leaves))
+    noisy = [x + 0.2 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys, strict=True)]
+    return jax.tree_util.tree_unflatten(tree, noisy)
+
+
 def tiny(target: str) -> config_lib.Config:
     return config_lib.from_dict(
         {
@@ -37,7 +47,7 @@ def predictors() -> dict[str, Predictor]:
     result = {}
     for target in ("av", "sv", "bc"):
         config = tiny(target)
-        result[target] = Predictor(init_params(config), config, max_batch=64)
+        result[target] = Predictor(random_params(config), config, max_batch=64)
     return result
 
 
@@ -65,11 +75,16 @@ def test_action_values_are_the_networks_expected_values(predictors):
     np.testing.assert_allclose(np.concatenate(values), expected, rtol=1e-5, atol=1e-6)
 
 
-def test_sizes_within_a_bucket_share_one_compilation(predictors):
-    shared = predictors["sv"]
-    predictor = Predictor(shared.params, shared.config, max_batch=64)
+def test_sizes_within_a_bucket_share_one_compilation():
+    config = tiny("sv").replace(train={"num_bins": 13})  # an architecture of its own
+    predictor = Predictor(init_params(config), config, max_batch=64)
     for n in (17, 20, 31, 32):
         predictor.state_values([BOARDS[0].fen()] * n)
+    assert predictor._values._cache_size() == 1
+    # Another predictor of the same architecture reuses the compilation.
+    Predictor(init_params(config, seed=5), config, max_batch=64).state_values(
+        ["8/8/8/8/8/8/8/K6k w - - 0 1"] * 25
+    )
     assert predictor._values._cache_size() == 1
 
 

@@ -53,9 +53,16 @@ def test_outputs_are_log_probabilities(target, width):
     np.testing.assert_allclose(np.exp(log_probs).sum(axis=1), 1.0, rtol=1e-5)
 
 
+def test_a_new_model_predicts_uniformly():
+    config = make(num_layers=1, embedding_dim=32, num_heads=2)
+    log_probs = build(config).apply(init_params(config), np.zeros((2, 77), int), np.zeros(2, int))
+    np.testing.assert_allclose(log_probs, -np.log(128), rtol=1e-6)
+
+
 def test_every_board_token_and_the_action_reach_the_output():
     config = make(num_layers=1, embedding_dim=32, num_heads=2)
     params = init_params(config, seed=2)
+    params["head"]["w"] = jax.random.normal(jax.random.PRNGKey(0), params["head"]["w"].shape)
     apply = jax.jit(build(config).apply)
     states = np.full((1, 77), 30)
     base = np.asarray(apply(params, states, np.array([5])))
@@ -69,6 +76,7 @@ def test_every_board_token_and_the_action_reach_the_output():
 def test_bfloat16_compute_is_close_to_float32():
     config = make(num_layers=2, embedding_dim=32, num_heads=2)
     params = init_params(config, seed=3)
+    params["head"]["w"] = jax.random.normal(jax.random.PRNGKey(0), params["head"]["w"].shape)
     rng = np.random.default_rng(1)
     states, actions = rng.integers(0, 31, (4, 77)), rng.integers(0, 1968, 4)
     full = np.asarray(build(config).apply(params, states, actions))
