@@ -124,16 +124,15 @@ def bench_train_step(directory: str, size: str, steps: int, peak_tflops: float |
     import jax
 
     from model import config as config_lib
-    from model.train import Placement, compile_train_step, init_state, make_optimizer
+    from model.train import Placement, compile_train_step, init_state
     from model.transformer import count_params
 
     config = config_lib.from_dict(
         {"model": {"size": size}, "train": {"batch_size": BATCH}, "data": {"train": directory}}
     )
     placement = Placement.over_all_devices()
-    optimizer = make_optimizer(config.train)
-    state = init_state(config, optimizer, placement)
-    step = compile_train_step(config, optimizer, placement)
+    state = init_state(config, placement)
+    step = compile_train_step(config, placement)
     loader = Batches(load_boards(directory), "av", config.num_bins, BATCH, seed=0, prefetch=2)
     start = time.perf_counter()
     state, metrics = step(state, placement.global_batch(next(loader)))

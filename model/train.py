@@ -21,6 +21,7 @@ files when tensorboardX or torch is installed.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -43,7 +44,7 @@ from jax.sharding import PartitionSpec as P
 from eval.metrics import summarize
 from model import config as config_lib
 from model.checkpoint import Checkpointer, abstract_like, checkpoints_dir
-from model.config import Config, ConfigError, TrainConfig
+from model.config import Config, ConfigError, ModelConfig, TrainConfig
 from model.data import Batches, BoardData, DataError, fingerprint, load_boards
 from model.predictor import Predictor
 from model.transformer import build, cast, count_params, init_params
@@ -164,20 +165,44 @@ class Placement:
         return {k: jax.make_array_from_process_local_data(self.batch, v) for k, v in local.items()}
 
 
-def init_state(config: Config, optimizer, placement: Placement) -> TrainState:
+def init_state(config: Config, placement: Placement) -> TrainState:
     params = jax.device_put(init_params(config), placement.replicated)
     # A host round trip gives the EMA its own buffers (the step donates the state).
     ema = jax.device_put(jax.device_get(params), placement.replicated)
-    opt_state = jax.jit(optimizer.init, out_shardings=placement.replicated)(params)
+    opt_state = _jitted(config.model, config.train, placement).optimizer_init(params)
     return TrainState(params, ema, opt_state)
 
 
-def compile_train_step(config: Config, optimizer, placement: Placement) -> Callable:
-    return jax.jit(
-        make_train_step(config, optimizer),
-        in_shardings=(placement.replicated, placement.batch),
-        out_shardings=(placement.replicated, placement.replicated),
-        donate_argnums=0,
+def compile_train_step(config: Config, placement: Placement) -> Callable:
+    """The jitted step(state, batch): state replicated, batch split over the data axis."""
+    return _jitted(config.model, config.train, placement).step
+
+
+class _Jitted(NamedTuple):
+    step: Callable
+    optimizer_init: Callable
+    evaluate: Callable
+
+
+@functools.cache
+def _jitted(model: ModelConfig, t: TrainConfig, placement: Placement) -> _Jitted:
+    """The loop's jitted functions, shared by runs of one config in a process (tests, or a
+    notebook training twice) so that each compiles once."""
+    config = Config(model=model, train=t)
+    optimizer = make_optimizer(t)
+    return _Jitted(
+        step=jax.jit(
+            make_train_step(config, optimizer),
+            in_shardings=(placement.replicated, placement.batch),
+            out_shardings=(placement.replicated, placement.replicated),
+            donate_argnums=0,
+        ),
+        optimizer_init=jax.jit(optimizer.init, out_shardings=placement.replicated),
+        evaluate=jax.jit(
+            make_eval_step(config),
+            in_shardings=(placement.replicated, placement.batch),
+            out_shardings=placement.replicated,
+        ),
     )
 
 
@@ -251,11 +276,7 @@ class Evaluator:
             process_count=jax.process_count(),
         )
         self.batches = [placement.global_batch(next(batches)) for _ in range(t.eval_batches)]
-        self.step = jax.jit(
-            make_eval_step(config),
-            in_shardings=(placement.replicated, placement.batch),
-            out_shardings=placement.replicated,
-        )
+        self.step = _jitted(config.model, t, placement).evaluate
         playable = np.flatnonzero(np.diff(test.pair_offsets) > 0)
         rng = np.random.default_rng(t.seed)
         chosen = np.sort(rng.choice(playable, min(t.eval_boards, len(playable)), replace=False))
@@ -363,8 +384,7 @@ def train(
             "the data order does not continue exactly"
         )
 
-    optimizer = make_optimizer(t)
-    state = init_state(config, optimizer, placement)
+    state = init_state(config, placement)
     start_step, position = 0, 0
     if resume_step is not None:
         restored = checkpointer.restore(
@@ -398,7 +418,7 @@ def train(
         process_count=jax.process_count(),
     )
     evaluator = Evaluator(config, test_data, placement) if test_data else None
-    step_fn = compile_train_step(config, optimizer, placement)
+    step_fn = compile_train_step(config, placement)
     metrics_log = MetricsLog(out, is_main)
     lr = learning_rate(t)
 

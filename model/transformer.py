@@ -11,6 +11,8 @@ layers, d=256 and 128 bins this is 8,954,240 parameters, the paper's 9M model.
 
 from __future__ import annotations
 
+import functools
+
 import haiku as hk
 import jax
 import jax.numpy as jnp
@@ -109,8 +111,20 @@ def example_inputs(config: Config, batch: int = 1) -> tuple[np.ndarray, np.ndarr
 def init_params(config: Config, seed: int | None = None) -> hk.Params:
     seed = config.train.seed if seed is None else seed
     states, actions = example_inputs(config)
-    # Jitted: Haiku's init run eagerly dispatches (and compiles) every op on its own.
-    return jax.jit(build(config).init)(jax.random.PRNGKey(seed), states, actions)
+    init = _jitted_init(config.model, config.train.target, config.output_size)
+    return init(jax.random.PRNGKey(seed), states, actions)
+
+
+@functools.cache
+def _jitted_init(model: ModelConfig, target: str, output_size: int):
+    # Jitted: Haiku's init run eagerly dispatches (and compiles) every op on its own; cached
+    # so that every model of one architecture shares the compilation.
+    del target  # part of the key only: it decides whether `actions` is None
+    return jax.jit(
+        hk.without_apply_rng(
+            hk.transform(lambda states, actions=None: _forward(states, actions, model, output_size))
+        ).init
+    )
 
 
 def param_shapes(config: Config) -> hk.Params:

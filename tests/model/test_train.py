@@ -171,7 +171,7 @@ def test_small_model_learns_real_action_values(annotated_data, tmp_path):
             "batch_size=64",
             "learning_rate=1e-3",
             "eval_every=0",
-            "eval_boards=150",
+            "eval_boards=50",
             "checkpoint_every=300",
         ],
     )
