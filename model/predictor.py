@@ -8,6 +8,7 @@
     p.move_log_probs(fens)         # BC: (N, 1968) log-probabilities over the action space
     p.move_values(boards)          # any target: [(legal UCI moves, scores)], higher = better
     p.best_moves(boards)           # any target: the top-scoring legal move per board
+    p.log_probs(states, actions)   # the raw output for token rows (bins, or actions for BC)
 
 All win probabilities are from the view of the side to move of the board given. Rows from
 all boards go through the network together in chunks of at most `max_batch`, each padded
@@ -108,6 +109,18 @@ class Predictor:
                 f"{what} needs a model trained for target {target!r}; "
                 f"this one was trained for {self.config.target!r}"
             )
+
+    def log_probs(self, states: np.ndarray, actions: np.ndarray | None = None) -> np.ndarray:
+        """The network's raw output for tokenized rows (model.tokenizer.tokenize_batch):
+        (N, num_bins) log-probabilities over value bins for AV (`actions`: (N,) action
+        indices) and SV, (N, 1968) over actions for BC. Padded and jitted like the rest."""
+        states = np.asarray(states)
+        if (actions is None) != (self.config.target != "av"):
+            raise ValueError("pass actions exactly when the model's target is 'av'")
+        width = self.config.output_size
+        if len(states) == 0:
+            return np.zeros((0, width), np.float32)
+        return self._run(self._log_probs, states, None if actions is None else np.asarray(actions))
 
     # --- the three targets -------------------------------------------------------------
 

@@ -97,6 +97,10 @@ def test_state_values_and_log_probs_match_the_network(predictors):
     log_probs = bc.move_log_probs(fens)
     assert log_probs.shape == (4, 1968)
     np.testing.assert_allclose(log_probs, direct(bc, fens), rtol=1e-5, atol=1e-6)
+    raw = sv.log_probs(tokenize_batch(fens))
+    np.testing.assert_allclose(raw, direct(sv, fens), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="actions exactly"):
+        sv.log_probs(tokenize_batch(fens), np.zeros(4, int))
 
 
 def test_move_values_score_every_legal_move_in_action_order(predictor):
