@@ -441,13 +441,15 @@ def train(
             },
         )
 
+    if stop_after is not None and start_step >= stop_after:
+        log(f"{out} is at step {start_step}, not before --stop-after {stop_after}: nothing to do")
     step = start_step
     last_eval = None
     stopped_early = False
     window: list[dict] = []
     window_start, window_step = time.perf_counter(), step
     try:
-        while step < t.num_steps:
+        while step < t.num_steps and not (stop_after is not None and step >= stop_after):
             state, metrics = step_fn(state, placement.global_batch(next(batches)))
             step += 1
             window.append(metrics)
@@ -467,7 +469,9 @@ def train(
                         f"epoch {record['epoch']:.2f} | ETA {_duration(eta)}"
                     )
                 window, window_start, window_step = [], time.perf_counter(), step
-            stopping = stop_requested.is_set() or (stop_after is not None and step >= stop_after)
+            stopping = step < t.num_steps and (
+                stop_requested.is_set() or (stop_after is not None and step >= stop_after)
+            )
             if step % t.checkpoint_every == 0 or step == t.num_steps or stopping:
                 save(step)
             evaluating = step == t.num_steps or (t.eval_every and step % t.eval_every == 0)
@@ -481,7 +485,7 @@ def train(
                     f"{last_eval['kendall_tau']:.3f}"
                 )
             if stopping:
-                stopped_early = step < t.num_steps
+                stopped_early = True
                 log(f"stopped at step {step}; run the same command again to resume")
                 break
         if start_step >= t.num_steps:
