@@ -15,6 +15,10 @@ draws with replacement with probability proportional to the board's `count` (`we
 the natural distribution of the games). Epoch e's order depends only on (seed, e), so the
 loader's whole state is one integer, `position` = examples handed out so far; a loader built
 with the same data, seed and position yields exactly the batches an uninterrupted one would.
+
+Memory: every host holds the whole table as arrays (~12 bytes per action value plus 77 per
+board and the FEN strings), fine up to a few hundred million action values; the paper's 15B
+would need each host to load only its share of the shards.
 """
 
 from __future__ import annotations
