@@ -8,7 +8,11 @@
    (eval/data/openings.pgn), each side with its own small node budget so the weaker side makes
    mistakes. Node-limited single-threaded searches with a cleared hash are deterministic, so the
    same engine build gives the same games.
-3. `puzzles.csv`: Lichess-format puzzles cut from both files: a position, the move that was
+3. `mismatch.pgn.zst`: Stockfish at a small node budget against a seeded random mover (and
+   some random-against-random games), from the bundled openings. Such games are full of hanging
+   pieces, material swings and mates, the positions in which a model first learns what a
+   capture or a mate is worth; master games and self-play hardly contain them.
+4. `puzzles.csv`: Lichess-format puzzles cut from both files: a position, the move that was
    played in the game (`Moves[0]`, the opponent's), then a solution Stockfish finds and proves
    unique (see `PuzzleRules`), kept only if the check in tests/test_sample.py passes too.
 
@@ -35,7 +39,7 @@ import chess.engine
 import chess.pgn
 import zstandard
 
-from eval.engines import EngineSettings, StockfishAgent
+from eval.engines import EngineSettings, RandomAgent, StockfishAgent
 from eval.openings import load_openings
 from eval.progress import Progress
 from eval.tournament import play_game
@@ -46,6 +50,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 FAMOUS_SOURCE = ROOT / "tools" / "famous_games.txt"
 GAMES_FILE = "games.pgn.zst"
 SELFPLAY_FILE = "selfplay.pgn.zst"
+MISMATCH_FILE = "mismatch.pgn.zst"
 PUZZLES_FILE = "puzzles.csv"
 PUZZLE_COLUMNS = (
     "PuzzleId,FEN,Moves,Rating,RatingDeviation,Popularity,NbPlays,Themes,GameUrl,OpeningTags"
@@ -196,7 +201,66 @@ def selfplay_games(engine: str, rules: SelfPlayRules = SelfPlayRules()) -> list[
     return games
 
 
-# --- 3. puzzles --------------------------------------------------------------------------
+# --- 3. mismatches -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MismatchRules:
+    games: int = 64
+    # Game i: Stockfish at BUDGETS[i % 3] nodes against a random mover seeded with i, colours
+    # alternating; every fourth game is random against random.
+    budgets: tuple[int, ...] = (32, 128, 512)
+    max_plies: int = 160
+
+
+def mismatch_games(engine: str, rules: MismatchRules = MismatchRules()) -> list[chess.pgn.Game]:
+    name = engine_id(engine)
+    openings = load_openings()
+    engines: dict[int, StockfishAgent] = {}
+    games = []
+    progress = Progress("mismatch games", rules.games)
+    try:
+        for i in range(rules.games):
+            mover = RandomAgent(seed=i, name=f"random seed={i}")
+            if i % 4 == 3:
+                opponent = RandomAgent(seed=10_000 + i, name=f"random seed={10_000 + i}")
+            else:
+                nodes = rules.budgets[i % len(rules.budgets)]
+                if nodes not in engines:
+                    settings = EngineSettings(path=engine, nodes=nodes, threads=1, hash_mb=16)
+                    engines[nodes] = StockfishAgent(settings, name=f"{name} nodes={nodes}")
+                opponent = engines[nodes]
+            white, black = (opponent, mover) if i % 2 == 0 else (mover, opponent)
+            opening = openings[(11 * i) % len(openings)]  # 11 is coprime to the set's size
+            board, outcome = play_game(white, black, opening, rules.max_plies)
+            game = chess.pgn.Game.from_board(board)
+            capped = outcome.termination.startswith("max plies")
+            lichess_headers(
+                game,
+                {
+                    "Event": "searchless-chess sample mismatches (tools/make_sample.py)",
+                    "Site": "?",
+                    "Date": "????.??.??",
+                    "Round": str(i + 1),
+                    "White": white.name,
+                    "Black": black.name,
+                    "Result": outcome.result,
+                    "TimeControl": "-",
+                    "Termination": "Unterminated" if capped else "Normal",
+                    "GameId": f"mismatch-{i + 1:03d}",
+                },
+            )
+            game.headers["Opening"] = opening.label
+            games.append(game)
+            progress.update(i + 1, f"{opening.label}: {outcome.result} ({outcome.termination})")
+    finally:
+        for agent in engines.values():
+            agent.close()
+    progress.done()
+    return games
+
+
+# --- 4. puzzles --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -514,13 +578,13 @@ def unique_boards(games: Sequence[chess.pgn.Game]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.make_sample", description=__doc__)
-    parser.add_argument("--steps", default="games,selfplay,puzzles")
+    parser.add_argument("--steps", default="games,selfplay,mismatch,puzzles")
     parser.add_argument("--engine", default=None, help="Stockfish binary")
     parser.add_argument("--out", default=str(ROOT / "data" / "sample"))
     parser.add_argument("--selfplay-games", type=int, default=SelfPlayRules.games)
     args = parser.parse_args(argv)
     steps = set(args.steps.split(","))
-    unknown = steps - {"games", "selfplay", "puzzles"}
+    unknown = steps - {"games", "selfplay", "mismatch", "puzzles"}
     if unknown:
         parser.error(f"unknown steps {sorted(unknown)}")
     out = pathlib.Path(args.out)
@@ -536,6 +600,10 @@ def main(argv: list[str] | None = None) -> int:
         games = selfplay_games(engine, SelfPlayRules(games=args.selfplay_games))
         write_zst(pgn_text(games), out / SELFPLAY_FILE)
         print(f"{out / SELFPLAY_FILE}: {len(games)} games, {unique_boards(games)} unique boards")
+    if "mismatch" in steps:
+        games = mismatch_games(engine)
+        write_zst(pgn_text(games), out / MISMATCH_FILE)
+        print(f"{out / MISMATCH_FILE}: {len(games)} games, {unique_boards(games)} unique boards")
     if "puzzles" in steps:
         sources = [
             (name, game)
@@ -546,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         found = find_puzzles(engine, sources, rules)
         rows = write_puzzles(select(found, rules.max_puzzles), engine, out / PUZZLES_FILE)
         print(f"{out / PUZZLES_FILE}: {len(rows)} puzzles (of {len(found)} found)")
-    everything = [g for name in (GAMES_FILE, SELFPLAY_FILE) if (out / name).exists()
+    everything = [g for name in (GAMES_FILE, SELFPLAY_FILE, MISMATCH_FILE) if (out / name).exists()
                   for g in read_zst_games(out / name)]  # fmt: skip
     print(f"all sample games: {len(everything)}, unique boards {unique_boards(everything)}")
     print(f"done in {time.monotonic() - started:.0f}s")
