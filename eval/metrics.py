@@ -116,11 +116,11 @@ def evaluate_checkpoint(
     (dicts with the columns of pipeline.schema; `moves` in action-space order)."""
     import chess
 
-    from eval.progress import Progress
+    from pipeline.progress import Progress
 
     predicted, truth = [], []
     loss_sum, loss_count = 0.0, 0
-    progress = Progress("metrics", len(rows)) if show_progress else None
+    progress = Progress("metrics", len(rows), "boards") if show_progress else None
     for start in range(0, len(rows), chunk_boards):
         chunk = [row for row in rows[start : start + chunk_boards] if row["moves"]]
         if not chunk:

@@ -30,7 +30,7 @@ from typing import TextIO
 import chess
 
 from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
-from eval.progress import Progress
+from pipeline.progress import Progress
 
 DEFAULT_BUCKET_WIDTH = 400
 LICHESS_COLUMNS = ("PuzzleId", "FEN", "Moves", "Rating")  # the first four, in this order
@@ -243,7 +243,9 @@ def evaluate(
     show_progress: bool = True,
 ) -> dict:
     """Plays every puzzle; returns the agent's summary and per-puzzle records (JSON-ready)."""
-    progress = Progress(f"puzzles [{agent.name}]", len(puzzles)) if show_progress else None
+    progress = (
+        Progress(f"puzzles [{agent.name}]", len(puzzles), "puzzles") if show_progress else None
+    )
     records = []
     solved = 0
     start = time.monotonic()

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 import chess
 
 from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
-from eval.progress import Progress
+from pipeline.progress import Progress
 
 POINT_FIELDS = ("c0", "c1")
 STS_REFERENCE = {"max_points": 15_000, "Giraffe (0.1 s)": 8_526, "Stockfish 5 (0.1 s)": 10_505}
@@ -190,7 +190,9 @@ def summarize_suite(records: list[dict]) -> dict:
 
 def run_suite(agent: Agent, positions: list[TestPosition], show_progress: bool = True) -> dict:
     """Asks the agent for a move in every position; per-position records and totals."""
-    progress = Progress(f"suite [{agent.name}]", len(positions)) if show_progress else None
+    progress = (
+        Progress(f"suite [{agent.name}]", len(positions), "positions") if show_progress else None
+    )
     records = []
     for count, position in enumerate(positions, 1):
         agent.new_game()

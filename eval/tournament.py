@@ -36,8 +36,8 @@ import chess.pgn
 from eval.elo import EloConfig, GameResult, fit_elo, format_table
 from eval.engines import SPEC_HELP, Agent, make_agent
 from eval.openings import Opening, choose_openings, load_openings
-from eval.progress import Progress
 from pipeline.engine_path import find_engine
+from pipeline.progress import Progress
 
 PGN_NAME = "games.pgn"
 JSON_NAME = "tournament.json"
@@ -342,7 +342,7 @@ def run_tournament(
     records: list[dict] = []
     reused = 0
     started = time.monotonic()
-    meter = Progress("tournament", len(games)) if progress else None
+    meter = Progress("tournament", len(games), "games") if progress else None
     adjudicator = Adjudicator(adjudication) if adjudication else None
     try:
         with open(pgn_path, "w", encoding="utf-8") as pgn_file:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import os
 import signal
 import sys
@@ -48,6 +47,7 @@ from model.config import Config, ConfigError, ModelConfig, TrainConfig
 from model.data import Batches, BoardData, DataError, fingerprint, load_boards
 from model.predictor import Predictor
 from model.transformer import build, cast, count_params, init_params
+from pipeline.progress import format_duration
 from pipeline.schema import SchemaError
 
 DATA_AXIS = "data"
@@ -243,13 +243,6 @@ def _tensorboard_writer(run_dir: str):
         except ImportError:
             return None
     return SummaryWriter(os.path.join(run_dir, "tensorboard"))
-
-
-def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 # --- evaluation -----------------------------------------------------------------------
@@ -466,7 +459,7 @@ def train(
                     log(
                         f"step {step}/{t.num_steps} | loss {record['loss']:.4f} | "
                         f"acc {record['accuracy']:.3f} | {record['examples_per_s']:,.0f} ex/s | "
-                        f"epoch {record['epoch']:.2f} | ETA {_duration(eta)}"
+                        f"epoch {record['epoch']:.2f} | ETA {format_duration(eta)}"
                     )
                 window, window_start, window_step = [], time.perf_counter(), step
             stopping = step < t.num_steps and (

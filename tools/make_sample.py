@@ -41,9 +41,9 @@ import zstandard
 
 from eval.engines import EngineSettings, RandomAgent, StockfishAgent
 from eval.openings import load_openings
-from eval.progress import Progress
 from eval.tournament import play_game
 from pipeline.engine_path import engine_id, find_engine
+from pipeline.progress import Progress
 from pipeline.values import win_probability
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -162,7 +162,7 @@ def selfplay_games(engine: str, rules: SelfPlayRules = SelfPlayRules()) -> list[
     openings = load_openings()
     agents: dict[int, StockfishAgent] = {}
     games = []
-    progress = Progress("self-play games", rules.games)
+    progress = Progress("self-play", rules.games, "games")
     try:
         for i in range(rules.games):
             white_nodes, black_nodes = pairs[i % len(pairs)]
@@ -218,7 +218,7 @@ def mismatch_games(engine: str, rules: MismatchRules = MismatchRules()) -> list[
     openings = load_openings()
     engines: dict[int, StockfishAgent] = {}
     games = []
-    progress = Progress("mismatch games", rules.games)
+    progress = Progress("mismatch", rules.games, "games")
     try:
         for i in range(rules.games):
             mover = RandomAgent(seed=i, name=f"random seed={i}")
@@ -406,7 +406,7 @@ def find_puzzles(
     engine = chess.engine.SimpleEngine.popen_uci(engine_path)
     engine.configure({"Threads": 1, "Hash": 16})
     total = sum(1 for _, g in games for _ in g.mainline_moves())
-    progress, seen, done = Progress("puzzle search (positions)", total), set(), 0
+    progress, seen, done = Progress("puzzle search", total, "positions"), set(), 0
     try:
         for source, game in games:
             game_id, found = game.headers["GameId"], 0
