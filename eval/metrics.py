@@ -6,6 +6,7 @@ them. Values are win probabilities from the side to move's view, one per legal m
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -72,50 +73,85 @@ def summarize(predicted: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> d
 _EVAL_COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob"]
 
 
-def _bin_log_probs(predictor, states: np.ndarray, actions: np.ndarray | None) -> np.ndarray:
-    """Log-probabilities over the value bins, in the predictor's padded, jitted chunks."""
-    # The predictor exposes expected values publicly; the distributions through its runner.
-    return predictor._run(predictor._log_probs, states, actions)
+@functools.cache
+def _jitted_expected_value():
+    import jax
+
+    from model.bins import expected_value
+
+    return jax.jit(expected_value)
 
 
-def target_log_loss(predictor, rows: list[dict]) -> tuple[float, int]:
-    """Sum of -log p(target) over the rows' examples, and the number of examples.
+def _expected_values(log_probs: np.ndarray) -> np.ndarray:
+    """model.bins.expected_value of each row, jitted as the predictor's own values are, so
+    that they match them bit for bit (numpy's exp and sums round differently in the last
+    place); rows are padded to a power of two so that few shapes are compiled."""
+    rows = len(log_probs)
+    padded = np.zeros((1 << max(0, rows - 1).bit_length(), log_probs.shape[1]), log_probs.dtype)
+    padded[:rows] = log_probs
+    return np.asarray(_jitted_expected_value()(padded))[:rows]
 
-    AV: one example per (board, move), target the bin of the move's win probability.
-    SV: one per board, the bin of the board's win probability. BC: one per board, Stockfish's
-    best move among the 1968 actions. Bins are the model's own (config.num_bins).
+
+def score_rows(predictor, rows: list[dict]) -> tuple[list[np.ndarray], np.ndarray]:
+    """The model's score of each row's moves, and -log p(target) of each of its examples.
+
+    Scores are move_values' (higher = better, float32), one array per row in the order of
+    its `moves`, which must be the board's legal moves in action-space order. Examples
+    and targets: AV, one per (board, move), the bin of the move's win probability; SV, one
+    per board, the bin of the board's win probability; BC, one per board, Stockfish's best
+    move among the 1968 actions. Bins are the model's own (config.num_bins).
+
+    The network runs once per input it needs: AV scores and losses come from the same
+    (board, move) log-probabilities, BC's from the same board log-probabilities; SV scores
+    value the successor boards and its losses the boards themselves.
     """
-    from model.actions import moves_to_indices
+    import chess
+
+    from model.actions import legal_actions, moves_to_indices
     from model.bins import to_bins
+    from model.predictor import legal_move_probs
     from model.tokenizer import tokenize_batch
 
+    for row in rows:
+        if list(row["moves"]) != legal_actions(chess.Board(row["fen"])):
+            raise ValueError(
+                f"board {row['fen']!r}: the data's moves are not its legal moves in "
+                "action-space order"
+            )
+    if not rows:
+        return [], np.zeros(0)
     target = predictor.config.target
     fens = [row["fen"] for row in rows]
     if target == "bc":
         log_probs = predictor.move_log_probs(fens)
-        best = moves_to_indices([row["best_move"] for row in rows])
-        return float(-log_probs[np.arange(len(rows)), best].sum()), len(rows)
-    num_bins = predictor.config.num_bins
-    states = tokenize_batch(fens)
-    if target == "sv":
-        log_probs = _bin_log_probs(predictor, states, None)
-        labels = to_bins(np.array([row["state_win_prob"] for row in rows]), num_bins)
+        scores = [
+            legal_move_probs(board, row["moves"])
+            for board, row in zip(log_probs, rows, strict=True)
+        ]
+        labels = moves_to_indices([row["best_move"] for row in rows])
+    elif target == "sv":
+        scores = [s for _, s in predictor.move_values([chess.Board(fen) for fen in fens])]
+        log_probs = predictor.log_probs(tokenize_batch(fens))
+        win_probs = np.array([row["state_win_prob"] for row in rows])
+        labels = to_bins(win_probs, predictor.config.num_bins)
     else:
         lengths = np.array([len(row["moves"]) for row in rows])
-        states = np.repeat(states, lengths, axis=0)
+        states = np.repeat(tokenize_batch(fens), lengths, axis=0)
         actions = moves_to_indices(np.concatenate([row["moves"] for row in rows]))
-        log_probs = _bin_log_probs(predictor, states, actions)
-        labels = to_bins(np.concatenate([row["win_probs"] for row in rows]), num_bins)
-    return float(-log_probs[np.arange(len(labels)), labels].sum()), len(labels)
+        log_probs = predictor.log_probs(states, actions)
+        scores = np.split(_expected_values(log_probs), np.cumsum(lengths)[:-1])
+        win_probs = np.concatenate([row["win_probs"] for row in rows])
+        labels = to_bins(win_probs, predictor.config.num_bins)
+    losses = -log_probs[np.arange(len(labels)), labels]
+    return [np.asarray(s, np.float32) for s in scores], losses
 
 
 def evaluate_checkpoint(
     predictor, rows: list[dict], chunk_boards: int = 64, show_progress: bool = True
 ) -> dict:
     """Action accuracy, Kendall's tau, mean |win-prob error| and log-loss over `rows`
-    (dicts with the columns of pipeline.schema; `moves` in action-space order)."""
-    import chess
-
+    (dicts with the columns of pipeline.schema; `moves` in action-space order). Boards
+    without legal moves are left out."""
     from pipeline.progress import Progress
 
     predicted, truth = [], []
@@ -123,20 +159,12 @@ def evaluate_checkpoint(
     progress = Progress("metrics", len(rows), "boards") if show_progress else None
     for start in range(0, len(rows), chunk_boards):
         chunk = [row for row in rows[start : start + chunk_boards] if row["moves"]]
-        if not chunk:
-            continue
-        scored = predictor.move_values([chess.Board(row["fen"]) for row in chunk])
-        for row, (moves, scores) in zip(chunk, scored, strict=True):
-            if list(moves) != list(row["moves"]):
-                raise ValueError(
-                    f"board {row['fen']!r}: the data's moves are not its legal moves in "
-                    "action-space order"
-                )
-            predicted.append(np.asarray(scores, dtype=np.float64))
+        scores, losses = score_rows(predictor, chunk)
+        for row, board_scores in zip(chunk, scores, strict=True):
+            predicted.append(board_scores.astype(np.float64))
             truth.append(np.asarray(row["win_probs"], dtype=np.float64))
-        chunk_loss, chunk_count = target_log_loss(predictor, chunk)
-        loss_sum += chunk_loss
-        loss_count += chunk_count
+        loss_sum += float(losses.sum())
+        loss_count += len(losses)
         if progress:
             progress.update(min(start + chunk_boards, len(rows)))
     if progress:

@@ -9,6 +9,7 @@
     p.move_values(boards)          # any target: [(legal UCI moves, scores)], higher = better
     p.best_moves(boards)           # any target: the top-scoring legal move per board
     p.log_probs(states, actions)   # the raw output for token rows (bins, or actions for BC)
+    legal_move_probs(row, moves)   # BC: one move_log_probs row as move_values scores it
 
 All win probabilities are from the view of the side to move of the board given. Rows from
 all boards go through the network together in chunks of at most `max_batch`, each padded
@@ -206,12 +207,14 @@ class Predictor:
 
     def _policy_scores(self, boards, legal) -> list[np.ndarray]:
         log_probs = self.move_log_probs([b.fen() for b in boards])
-        scores = []
-        for row, moves in zip(log_probs, legal, strict=True):
-            if not moves:
-                scores.append(np.zeros(0, np.float32))
-                continue
-            logits = row[moves_to_indices(moves)].astype(np.float64)
-            weights = np.exp(logits - logits.max())
-            scores.append(weights / weights.sum())
-        return scores
+        return [legal_move_probs(row, moves) for row, moves in zip(log_probs, legal, strict=True)]
+
+
+def legal_move_probs(log_probs: np.ndarray, moves: Sequence[str]) -> np.ndarray:
+    """BC: one board's (1968,) log-probabilities renormalised over its legal `moves` (UCI),
+    as move_values scores them; empty for no moves."""
+    if not moves:
+        return np.zeros(0, np.float32)
+    logits = log_probs[moves_to_indices(moves)].astype(np.float64)
+    weights = np.exp(logits - logits.max())
+    return weights / weights.sum()
