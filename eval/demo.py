@@ -158,14 +158,12 @@ def train(config: DemoConfig, log: StepLog) -> dict:
 
 
 def metrics(config: DemoConfig, log: StepLog, out: pathlib.Path) -> dict:
-    from eval.metrics import _EVAL_COLUMNS, evaluate_checkpoint
+    from eval.metrics import evaluate_checkpoint, read_rows
     from model.predictor import Predictor
-    from pipeline.schema import read_boards
 
     key = fingerprint(log.done.get("train"), log.done.get("annotate-test"), config.metrics_boards)
     if not log.finished("metrics", key, [out]):
-        rows = read_boards(str(pathlib.Path(config.work) / "test"), columns=_EVAL_COLUMNS)
-        rows = rows.slice(0, config.metrics_boards).to_pylist()
+        rows = read_rows(str(pathlib.Path(config.work) / "test"), config.metrics_boards)
         result = evaluate_checkpoint(Predictor.from_checkpoint(config.run), rows)
         out.write_text(json.dumps(result, indent=2) + "\n")
         log.mark("metrics", key)

@@ -73,6 +73,22 @@ def summarize(predicted: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> d
 _EVAL_COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob"]
 
 
+def read_rows(path: str, max_boards: int | None = None) -> list[dict]:
+    """The first `max_boards` (default all) annotated boards at `path` (file, shard directory
+    or glob) as dicts with the columns evaluate_checkpoint needs, schema-checked.
+
+    Raises FileNotFoundError or pipeline.schema.SchemaError naming the file.
+    """
+    from pipeline.schema import read_boards
+
+    if max_boards is not None and max_boards < 0:
+        raise ValueError(f"max_boards must be >= 0, got {max_boards}")
+    table = read_boards(path, columns=_EVAL_COLUMNS)
+    if max_boards is not None:
+        table = table.slice(0, max_boards)
+    return table.to_pylist()
+
+
 @functools.cache
 def _jitted_expected_value():
     import jax
@@ -187,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
     import sys
 
-    from pipeline.schema import SchemaError, read_boards
+    from pipeline.schema import SchemaError
 
     parser = argparse.ArgumentParser(
         prog="python -m eval.metrics",
@@ -205,13 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_boards is not None and args.max_boards < 1:
         parser.error("--max-boards must be >= 1")
     try:
-        table = read_boards(args.data, columns=_EVAL_COLUMNS)
+        rows = read_rows(args.data, args.max_boards)
     except (FileNotFoundError, SchemaError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    if args.max_boards is not None:
-        table = table.slice(0, args.max_boards)
-    rows = table.to_pylist()
 
     from model.predictor import Predictor
 
