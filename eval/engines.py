@@ -182,12 +182,14 @@ def _shut_down(engine: chess.engine.SimpleEngine, timeout: float = 10.0) -> None
             pass
 
 
-class StockfishAgent(AgentBase):
-    """Stockfish playing normally under a node, time or depth limit (its own UCI process)."""
+class _EngineAgent(AgentBase):
+    """An agent that owns one UCI engine process under `settings`."""
+
+    kind = "engine"
 
     def __init__(self, settings: EngineSettings, name: str | None = None):
         self.settings = settings
-        self.name = name or f"stockfish:{settings.describe()}"
+        self.name = name or f"{self.kind}:{settings.describe()}"
         self._process = _UciProcess(settings)
         self._game = object()
 
@@ -199,6 +201,15 @@ class StockfishAgent(AgentBase):
         # A new `game` object makes python-chess send `ucinewgame`, which clears the hash.
         self._game = object()
 
+    def close(self) -> None:
+        self._process.close()
+
+
+class StockfishAgent(_EngineAgent):
+    """Stockfish playing normally under a node, time or depth limit (its own UCI process)."""
+
+    kind = "stockfish"
+
     def choose_move(self, board: chess.Board) -> chess.Move:
         _legal_moves(board)
         result = self._process.call(
@@ -207,9 +218,6 @@ class StockfishAgent(AgentBase):
         if result.move is None:
             raise RuntimeError(f"{self.name} returned no move for {board.fen()!r}")
         return result.move
-
-    def close(self) -> None:
-        self._process.close()
 
 
 @dataclass(frozen=True)
@@ -225,7 +233,7 @@ def score_win_probability(score: chess.engine.Score) -> float:
     return win_probability(mate=mate) if mate is not None else win_probability(cp=score.score())
 
 
-class StockfishOracleAgent(AgentBase):
+class StockfishOracleAgent(_EngineAgent):
     """The paper's Stockfish oracle: every legal move is searched on its own (UCI
     `searchmoves` with that one root move) under the same limit, and the best value wins.
 
@@ -234,18 +242,7 @@ class StockfishOracleAgent(AgentBase):
     to the move earliest in action-space order, so the choice is deterministic.
     """
 
-    def __init__(self, settings: EngineSettings, name: str | None = None):
-        self.settings = settings
-        self.name = name or f"oracle:{settings.describe()}"
-        self._process = _UciProcess(settings)
-        self._game = object()
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid
-
-    def new_game(self) -> None:
-        self._game = object()
+    kind = "oracle"
 
     def move_values(self, board: chess.Board) -> list[RootMoveValue]:
         """Every legal move's value, in action-space order."""
@@ -272,9 +269,6 @@ class StockfishOracleAgent(AgentBase):
             if value.score > best.score:
                 best = value
         return best.move
-
-    def close(self) -> None:
-        self._process.close()
 
 
 # --- neural policies ---------------------------------------------------------------------

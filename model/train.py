@@ -154,11 +154,19 @@ class Placement:
     mesh: Mesh
     replicated: NamedSharding
     batch: NamedSharding
+    # XLA's CPU runtime can deadlock when a step's all-reduce starts on one device while the
+    # previous step still holds the thread pool on another (reproduced with two forced host
+    # devices on one or two cores: the rendezvous aborts after 40 s). On CPU with several
+    # devices the loop therefore waits for each step before dispatching the next; accelerators
+    # keep the asynchronous dispatch that hides the host's work.
+    wait_each_step: bool = False
 
     @classmethod
     def over_all_devices(cls) -> Placement:
-        mesh = Mesh(np.asarray(jax.devices()), (DATA_AXIS,))
-        return cls(mesh, NamedSharding(mesh, P()), NamedSharding(mesh, P(DATA_AXIS)))
+        devices = jax.devices()
+        mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
+        wait = devices[0].platform == "cpu" and len(devices) > 1
+        return cls(mesh, NamedSharding(mesh, P()), NamedSharding(mesh, P(DATA_AXIS)), wait)
 
     def global_batch(self, local: dict[str, np.ndarray]) -> dict[str, jax.Array]:
         """This process's rows -> arrays sharded over the data axis of all processes."""
@@ -446,6 +454,8 @@ def train(
             state, metrics = step_fn(state, placement.global_batch(next(batches)))
             step += 1
             window.append(metrics)
+            if placement.wait_each_step:
+                jax.block_until_ready(metrics)
             if step == start_step + 1:
                 jax.block_until_ready(metrics)
                 log(f"step {step}: compiled and ran in {time.perf_counter() - started:.1f}s")

@@ -91,6 +91,39 @@ def lichess_headers(game: chess.pgn.Game, values: dict[str, str]) -> None:
         game.headers[key] = values.get(key, "?")
 
 
+def played_game(
+    board: chess.Board,
+    outcome,
+    opening,
+    *,
+    event: str,
+    game_id: str,
+    round_number: int,
+    white: str,
+    black: str,
+) -> chess.pgn.Game:
+    """A game the sample's agents played, as Lichess-style PGN with its opening's name."""
+    game = chess.pgn.Game.from_board(board)
+    capped = outcome.termination.startswith("max plies")
+    lichess_headers(
+        game,
+        {
+            "Event": f"searchless-chess sample {event} (tools/make_sample.py)",
+            "Site": "?",
+            "Date": "????.??.??",
+            "Round": str(round_number),
+            "White": white,
+            "Black": black,
+            "Result": outcome.result,
+            "TimeControl": "-",
+            "Termination": "Unterminated" if capped else "Normal",
+            "GameId": game_id,
+        },
+    )
+    game.headers["Opening"] = opening.label
+    return game
+
+
 # --- 1. famous games ---------------------------------------------------------------------
 
 
@@ -174,25 +207,18 @@ def selfplay_games(engine: str, rules: SelfPlayRules = SelfPlayRules()) -> list[
             board, outcome = play_game(
                 agents[white_nodes], agents[black_nodes], opening, rules.max_plies
             )
-            game = chess.pgn.Game.from_board(board)
-            capped = outcome.termination.startswith("max plies")
-            lichess_headers(
-                game,
-                {
-                    "Event": "searchless-chess sample self-play (tools/make_sample.py)",
-                    "Site": "?",
-                    "Date": "????.??.??",
-                    "Round": str(i + 1),
-                    "White": agents[white_nodes].name,
-                    "Black": agents[black_nodes].name,
-                    "Result": outcome.result,
-                    "TimeControl": "-",
-                    "Termination": "Unterminated" if capped else "Normal",
-                    "GameId": f"selfplay-{i + 1:03d}",
-                },
+            games.append(
+                played_game(
+                    board,
+                    outcome,
+                    opening,
+                    event="self-play",
+                    game_id=f"selfplay-{i + 1:03d}",
+                    round_number=i + 1,
+                    white=agents[white_nodes].name,
+                    black=agents[black_nodes].name,
+                )
             )
-            game.headers["Opening"] = opening.label
-            games.append(game)
             progress.update(i + 1, f"{opening.label}: {outcome.result} ({outcome.termination})")
     finally:
         for agent in agents.values():
@@ -233,25 +259,18 @@ def mismatch_games(engine: str, rules: MismatchRules = MismatchRules()) -> list[
             white, black = (opponent, mover) if i % 2 == 0 else (mover, opponent)
             opening = openings[(11 * i) % len(openings)]  # 11 is coprime to the set's size
             board, outcome = play_game(white, black, opening, rules.max_plies)
-            game = chess.pgn.Game.from_board(board)
-            capped = outcome.termination.startswith("max plies")
-            lichess_headers(
-                game,
-                {
-                    "Event": "searchless-chess sample mismatches (tools/make_sample.py)",
-                    "Site": "?",
-                    "Date": "????.??.??",
-                    "Round": str(i + 1),
-                    "White": white.name,
-                    "Black": black.name,
-                    "Result": outcome.result,
-                    "TimeControl": "-",
-                    "Termination": "Unterminated" if capped else "Normal",
-                    "GameId": f"mismatch-{i + 1:03d}",
-                },
+            games.append(
+                played_game(
+                    board,
+                    outcome,
+                    opening,
+                    event="mismatches",
+                    game_id=f"mismatch-{i + 1:03d}",
+                    round_number=i + 1,
+                    white=white.name,
+                    black=black.name,
+                )
             )
-            game.headers["Opening"] = opening.label
-            games.append(game)
             progress.update(i + 1, f"{opening.label}: {outcome.result} ({outcome.termination})")
     finally:
         for agent in engines.values():

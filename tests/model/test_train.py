@@ -131,6 +131,7 @@ def test_a_killed_process_resumes_where_its_checkpoint_left_off(synthetic_data, 
     Steps of the tiny model take milliseconds, saving a checkpoint a few hundred: 60 steps
     with a checkpoint every 10 make sure the kill lands mid-run."""
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+
     out, straight = tmp_path / "killed", tmp_path / "straight"
     steps = 60
     command = train_command(synthetic_data, out, steps=steps)
@@ -154,6 +155,35 @@ def test_a_killed_process_resumes_where_its_checkpoint_left_off(synthetic_data, 
     straight_params, _, _ = load_params(str(straight), use_ema=False)
     assert meta["step"] == steps and meta["data_position"] == steps * 32
     assert_trees_equal(resumed_params, straight_params)
+
+
+def pin_to_one_core() -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+@pytest.mark.slow
+def test_two_cpu_devices_on_one_core_do_not_deadlock(synthetic_data, tmp_path):
+    """The demo's model data-parallel over two host-platform devices sharing one core.
+
+    XLA's CPU runtime deadlocked here in an all-reduce (the rendezvous aborts the process
+    after 40 s) while the loop dispatched steps ahead of their completion; it now waits for
+    each step on CPU with several devices (model.train.Placement.wait_each_step)."""
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    command = [sys.executable, "-m", "model.train", "--config", "model/configs/demo.toml"]
+    command += ["--data", str(synthetic_data / "train"), "--test-data", "", "--out", str(tmp_path)]
+    # One log line at the end: the loop then has nothing else to wait for between steps.
+    command += ["--steps", "300", "--set", "checkpoint_every=300", "--set", "log_every=300"]
+    run = subprocess.run(
+        command,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=pin_to_one_core,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "2 device(s)" in run.stdout and "step 300/300" in run.stdout
 
 
 @pytest.mark.slow
