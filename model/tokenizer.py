@@ -38,14 +38,11 @@ _VALID_CASTLING = {"-"} | {
 _VALID_EN_PASSANT = {"-"} | {f + r for f in "abcdefgh" for r in "36"}
 _PIECES = frozenset("pnbrqkPNBRQK")
 
-# Fast-path tables: fixed-width fields looked up whole, and the byte columns of the
-# 84-character raw layout (turn, 71 board characters with separators, 4 + 2 + 3 + 3).
-_CASTLING_FIELD = {c: c.replace("-", "").ljust(_CASTLING_WIDTH, ".") for c in _VALID_CASTLING}
-_EN_PASSANT_FIELD = {e: e.replace("-", "..") for e in _VALID_EN_PASSANT}
-_RAW_WIDTH = 1 + _BOARD_WITH_SEPARATORS + _CASTLING_WIDTH + 2 + 2 * _CLOCK_WIDTH
-_SEPARATOR_COLUMNS = np.arange(1 + 8, 1 + _BOARD_WITH_SEPARATORS, 9)
-_KEEP_COLUMNS = np.setdiff1d(np.arange(_RAW_WIDTH), _SEPARATOR_COLUMNS)
-_BOARD_COLUMNS = np.setdiff1d(np.arange(1, 1 + _BOARD_WITH_SEPARATORS), _SEPARATOR_COLUMNS)
+# Fast-path tables. The batch path joins all FENs into one byte string and lays them out with
+# array operations: the board's digits expand by np.repeat, and the short fields (castling,
+# en passant, clocks) are gathered into fixed widths padded with `.`.
+_FIELDS = 6
+_SPACE, _DOT, _DASH = ord(" "), ord("."), ord("-")
 
 
 def _byte_set(chars: str) -> np.ndarray:
@@ -54,19 +51,39 @@ def _byte_set(chars: str) -> np.ndarray:
     return table
 
 
-_IS_BOARD_BYTE = _byte_set("pnbrqkPNBRQK.")
+_IS_BOARD_FIELD_BYTE = _byte_set("pnbrqkPNBRQK/12345678")
+_IS_EXPANDING_DIGIT = _byte_set("12345678")
 _IS_TURN_BYTE = _byte_set("wb")
 _IS_DIGIT_BYTE = _byte_set("0123456789")
+# 64 squares + 7 separators, with a separator after every 8th square.
+_SQUARE_COLUMNS = np.setdiff1d(np.arange(_BOARD_WITH_SEPARATORS), np.arange(8, 71, 9))
+_SEPARATOR_COLUMNS = np.arange(8, _BOARD_WITH_SEPARATORS, 9)
+
+
+def _codes(strings, width: int) -> np.ndarray:
+    """Fixed-width byte strings (padded with `.`) as integers, for membership tests."""
+    padded = b"".join(s.ljust(width, ".").encode("ascii") for s in strings)
+    return np.frombuffer(padded, dtype=f"<u{width}")
+
+
+_CASTLING_CODES = _codes(_VALID_CASTLING, _CASTLING_WIDTH)
+_EN_PASSANT_CODES = _codes(_VALID_EN_PASSANT, 2)
 
 
 def _fixed_width(fen: str) -> str:
     """The 77-character string whose characters are the tokens, or ValueError naming the FEN."""
-    fields = fen.split()
+    fields = fen.split(" ")  # strict: one space between fields, none around them
     if len(fields) != 6:
-        raise ValueError(f"FEN {fen!r}: expected 6 fields, got {len(fields)}")
+        raise ValueError(
+            f"FEN {fen!r}: expected 6 fields separated by single spaces, got {len(fields)}"
+        )
     board, turn, castling, en_passant, halfmove, fullmove = fields
     squares = board.translate(_EXPAND)
-    if len(squares) != _BOARD_WITH_SEPARATORS or squares[8::9] != "///////":
+    if (
+        len(squares) != _BOARD_WITH_SEPARATORS
+        or squares.count("/") != 7
+        or squares[8::9] != "///////"
+    ):
         raise ValueError(f"FEN {fen!r}: board field does not describe 8 ranks of 8 squares")
     squares = squares.replace("/", "")
     if not _PIECES.issuperset(squares.replace(".", "")):
@@ -105,56 +122,89 @@ def tokenize(fen: str) -> np.ndarray:
 def tokenize_batch(fens: Sequence[str]) -> np.ndarray:
     """Many FENs -> int32 array of shape (len(fens), 77).
 
-    The fast path lays every FEN out as a fixed-width string in one pass of string
-    formatting, then validates and maps all of them at once with numpy. Anything the fast
-    path rejects is re-checked one FEN at a time, so the error names the offending FEN.
+    The fast path lays all FENs out at once with numpy (no Python work per character) and
+    validates them as it goes. Anything it rejects is re-checked one FEN at a time, so the
+    error names the offending FEN.
     """
     n = len(fens)
     if n == 0:
         return np.zeros((0, SEQUENCE_LENGTH), dtype=np.int32)
     try:
-        raw = _fast_layout(fens)
-    except (KeyError, ValueError, UnicodeEncodeError):
-        raw = None
-    if raw is None or not _layout_is_valid(raw):
+        layout = _fast_layout(fens)
+    except (TypeError, UnicodeEncodeError):
+        layout = None
+    if layout is None:
         for fen in fens:
             _fixed_width(fen)  # raises ValueError naming the first bad FEN
         raise AssertionError("fast tokenizer path rejected FENs the checked path accepts")
-    return _LUT[raw[:, _KEEP_COLUMNS]]
+    return _LUT[layout]
+
+
+def _gather(raw: np.ndarray, start: np.ndarray, length: np.ndarray, width: int):
+    """Each row's field raw[start:start+length], padded with `.` to `width`, or None if a
+    field is empty or longer than `width`."""
+    if (length < 1).any() or (length > width).any():
+        return None
+    columns = np.arange(width)
+    inside = columns < length[:, None]
+    index = np.where(inside, start[:, None] + columns, 0)
+    return np.where(inside, raw[index], _DOT).astype(np.uint8), inside
 
 
 def _fast_layout(fens: Sequence[str]) -> np.ndarray | None:
-    """(N, 84) bytes: turn, board with separators, castling, en passant, clocks."""
-    parts = []
-    append = parts.append
-    for fen in fens:
-        board, turn, castling, en_passant, halfmove, fullmove = fen.split(" ")
-        append(
-            f"{turn}{board.translate(_EXPAND)}{_CASTLING_FIELD[castling]}"
-            f"{_EN_PASSANT_FIELD[en_passant]}{halfmove:.<3}{fullmove:.<3}"
-        )
-    raw = np.frombuffer("".join(parts).encode("ascii"), dtype=np.uint8)
-    if raw.size != len(fens) * _RAW_WIDTH:
+    """(N, 77) bytes of the token characters, or None if any FEN does not fit the layout."""
+    n = len(fens)
+    raw = np.frombuffer((" ".join(fens) + " ").encode("ascii"), dtype=np.uint8)
+    spaces = np.flatnonzero(raw == _SPACE)
+    if spaces.size != _FIELDS * n:
         return None
-    return raw.reshape(len(fens), _RAW_WIDTH)
+    ends = spaces.reshape(n, _FIELDS)
+    # Each FEN's sixth space must be the one that follows it: exactly six fields each.
+    lengths = np.fromiter(map(len, fens), dtype=np.int64, count=n)
+    if not (ends[:, -1] == np.cumsum(lengths + 1) - 1).all():
+        return None
+    starts = np.empty_like(ends)
+    starts[:, 0] = ends[:, -1] - lengths
+    starts[:, 1:] = ends[:, :-1] + 1
+    widths = ends - starts
 
+    # Board: digits 1-8 become that many `.`; every FEN must come to 8 ranks of 8.
+    board_index = np.arange(raw.size) - np.repeat(starts[:, 0], lengths + 1)
+    in_board = board_index < np.repeat(widths[:, 0], lengths + 1)
+    if not _IS_BOARD_FIELD_BYTE[raw[in_board]].all():
+        return None
+    digit = _IS_EXPANDING_DIGIT[raw]
+    repeats = np.where(in_board, np.where(digit, raw - ord("0"), 1), 0)
+    per_fen = np.add.reduceat(repeats, starts[:, 0])
+    if not (per_fen == _BOARD_WITH_SEPARATORS).all():
+        return None
+    board = np.repeat(np.where(digit, _DOT, raw), repeats).reshape(n, _BOARD_WITH_SEPARATORS)
+    if (board == ord("/")).sum() != 7 * n or not (board[:, _SEPARATOR_COLUMNS] == ord("/")).all():
+        return None
 
-def _layout_is_valid(raw: np.ndarray) -> bool:
-    if not (raw[:, _SEPARATOR_COLUMNS] == ord("/")).all():
-        return False
-    if not _IS_BOARD_BYTE[raw[:, _BOARD_COLUMNS]].all():
-        return False
-    if not _IS_TURN_BYTE[raw[:, 0]].all():
-        return False
-    for start in (_RAW_WIDTH - 6, _RAW_WIDTH - 3):
-        clock = raw[:, start : start + 3]
-        digits = _IS_DIGIT_BYTE[clock]
-        # A number: a first digit, then digits, then only padding.
-        if not (digits[:, 0].all() and (digits[:, 2] <= digits[:, 1]).all()):
-            return False
-        if not (digits | (clock == ord("."))).all():
-            return False
-    return True
+    if not (widths[:, 1] == 1).all():
+        return None
+    turn = raw[starts[:, 1]]
+    if not _IS_TURN_BYTE[turn].all():
+        return None
+    fields = []
+    for k, width, codes in ((2, _CASTLING_WIDTH, _CASTLING_CODES), (3, 2, _EN_PASSANT_CODES)):
+        gathered = _gather(raw, starts[:, k], widths[:, k], width)
+        if gathered is None:
+            return None
+        field = np.ascontiguousarray(gathered[0])
+        if not np.isin(field.view(f"<u{width}")[:, 0], codes).all():
+            return None
+        fields.append(np.where(field == _DASH, _DOT, field))
+    for k in (4, 5):
+        gathered = _gather(raw, starts[:, k], widths[:, k], _CLOCK_WIDTH)
+        if gathered is None:
+            return None
+        clock, inside = gathered
+        if not (_IS_DIGIT_BYTE[clock] | ~inside).all():
+            return None
+        fields.append(clock)
+    return np.concatenate([turn[:, None], board[:, _SQUARE_COLUMNS], *fields], axis=1)
 
 
 def detokenize(tokens: np.ndarray) -> str:

@@ -112,3 +112,99 @@ def test_batch_on_real_games(shared_data):
             piece = board.piece_at(square)
             index = 1 + (7 - chess.square_rank(square)) * 8 + chess.square_file(square)
             assert text[index] == (piece.symbol() if piece else ".")
+
+
+def reference_characters(fen: str) -> str | None:
+    """DESIGN.md's layout written the plain way, one character at a time; None where the
+    fixed layout cannot hold the FEN."""
+    fields = fen.split(" ")
+    if len(fields) != 6:
+        return None
+    board, turn, castling, en_passant, halfmove, fullmove = fields
+    ranks = board.split("/")
+    squares = ""
+    for rank in ranks:
+        row = ""
+        for char in rank:
+            if char in "12345678":
+                row += "." * int(char)
+            elif char in "pnbrqkPNBRQK":
+                row += char
+            else:
+                return None
+        if len(row) != 8:
+            return None
+        squares += row
+    if len(ranks) != 8 or turn not in ("w", "b"):
+        return None
+    if castling != "-" and (
+        not castling or "".join(c for c in "KQkq" if c in castling) != castling
+    ):
+        return None
+    files_ranks = [f + r for f in "abcdefgh" for r in "36"]
+    if en_passant != "-" and en_passant not in files_ranks:
+        return None
+    for clock in (halfmove, fullmove):
+        if not (1 <= len(clock) <= 3 and all(c in "0123456789" for c in clock)):
+            return None
+    return (
+        turn
+        + squares
+        + castling.replace("-", "").ljust(4, ".")
+        + en_passant.replace("-", "..")
+        + halfmove.ljust(3, ".")
+        + fullmove.ljust(3, ".")
+    )
+
+
+def random_fens(count: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    fens = []
+    while len(fens) < count:
+        board = chess.Board()
+        for _ in range(int(rng.integers(1, 80))):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            board.push(moves[int(rng.integers(len(moves)))])
+            fens.append(board.fen())
+    return fens[:count]
+
+
+def test_batch_path_agrees_with_a_plain_reference_on_mutated_fens():
+    """Random edits of real FENs (characters replaced, dropped, inserted): the batch path
+    accepts exactly what the plain reference accepts, with the same tokens, and names the
+    FEN it refuses."""
+    fens = random_fens(300, seed=1)
+    rng = np.random.default_rng(2)
+    alphabet = "pnbrqkPNBRQK0123456789/ -wbKQkqaeh36x"
+    accepted = refused = 0
+    for _ in range(3000):
+        chars = list(fens[int(rng.integers(len(fens)))])
+        for _ in range(int(rng.integers(1, 4))):
+            at, edit = int(rng.integers(len(chars))), rng.random()
+            new = alphabet[int(rng.integers(len(alphabet)))]
+            if edit < 0.4:
+                chars[at] = new
+            elif edit < 0.7:
+                del chars[at]
+            else:
+                chars.insert(at, new)
+        fen = "".join(chars)
+        expected = reference_characters(fen)
+        if expected is None:
+            refused += 1
+            with pytest.raises(ValueError) as info:
+                tokenize_batch([fens[0], fen, fens[1]])
+            assert fen in str(info.value)
+        else:
+            accepted += 1
+            tokens = tokenize_batch([fens[0], fen, fens[1]])[1]
+            assert detokenize(tokens) == expected, fen
+    assert accepted > 100 and refused > 1000  # both sides of the rule were exercised
+
+
+def test_batch_equals_the_plain_reference_on_many_positions():
+    fens = random_fens(2000, seed=3)
+    batch = tokenize_batch(fens)
+    assert [detokenize(row) for row in batch] == [reference_characters(f) for f in fens]
