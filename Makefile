@@ -41,7 +41,8 @@ demo: setup
 
 # PGN -> Stockfish action values -> Parquet (pipeline/annotate.py). Override any of
 # INPUT (paths, globs, URLs), OUT, SPLIT, LIMIT (nodes=N | time=SECONDS), WORKERS (engines at
-# once), ARGS (more flags, e.g. "--max-games 100 --num-shards 4"). Replaces OUT/SPLIT's shards.
+# once), ARGS (more flags, e.g. "--max-games 100 --num-shards 4"). An interrupted run resumes
+# when rerun; a finished OUT/SPLIT is refused unless ARGS=--overwrite.
 annotate: INPUT = data/sample/*.pgn.zst
 annotate: OUT = data/annotated
 annotate: SPLIT = train
@@ -49,7 +50,7 @@ annotate: LIMIT = nodes=2000
 annotate: WORKERS = 2
 annotate: setup
 	$(PY) -m pipeline.annotate $(INPUT) --out $(OUT) --split $(SPLIT) --limit $(LIMIT) \
-		--overwrite --direct_num_workers=$(WORKERS) --direct_running_mode=multi_processing $(ARGS)
+		--direct_num_workers=$(WORKERS) --direct_running_mode=multi_processing $(ARGS)
 
 # Train (model/train.py): CONFIG, DATA (train shards), TEST (test shards; evaluation is
 # skipped when absent), OUT (run dir: resumed when it holds checkpoints), ARGS ("--set k=v").

@@ -93,7 +93,8 @@ def banner(number: int, title: str) -> None:
 
 
 def annotate(config: DemoConfig, log: StepLog) -> dict:
-    from pipeline.annotate import run
+    from pipeline.annotate import JournalMismatch, run
+    from pipeline.schema import JOURNAL_DIR, JOURNAL_RUN_FILE
 
     stats = {}
     for split, inputs in (("train", config.train_inputs), ("test", config.test_inputs)):
@@ -104,12 +105,17 @@ def annotate(config: DemoConfig, log: StepLog) -> dict:
             print(f"{split}: reusing {split_dir}")
         else:
             argv = [*inputs, "--out", config.work, "--split", split, "--limit", config.limit]
-            argv += ["--overwrite", "--runner=DirectRunner"]
-            argv += [f"--direct_num_workers={config.workers}"]
+            argv += ["--runner=DirectRunner", f"--direct_num_workers={config.workers}"]
             argv += ["--direct_running_mode=multi_processing"]
             if config.engine:
                 argv += ["--engine", config.engine]
-            run(argv)
+            # An interrupted annotation resumes from its journal; anything else starts over.
+            interrupted = (split_dir / JOURNAL_DIR / JOURNAL_RUN_FILE).exists()
+            try:
+                run(argv if interrupted else [*argv, "--overwrite"])
+            except JournalMismatch as e:
+                print(f"{split}: not resuming ({e})")
+                run([*argv, "--overwrite"])
             log.mark(f"annotate-{split}", key)
         document = json.loads(stats_path.read_text())
         stats[split] = {

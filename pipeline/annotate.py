@@ -17,6 +17,11 @@ Stages (each a Beam transform; the same code runs on the DirectRunner, Dataflow,
    boards that still fail go to the failures output.
 5. Sharded Parquet (`pipeline/schema.py`) and `stats.json` beside the shards.
 
+Resume: AnnotateBoards also appends its rows to `<split>/_journal/` as it goes (`JournalWriter`).
+A rerun with the same settings (`_journal/run.json`) joins the journal's rows to the boards by
+FEN (`ReadJournal`, `UseJournal`) and sends only the boards without a row to the engine; the
+journal is deleted once the outputs are written.
+
 With no `--runner`, `--runner=DirectRunner` is added (Beam's default would first try to download
 its Prism runner). `--direct_num_workers=N --direct_running_mode=multi_processing` runs N
 engines at once. `run(argv)` is the programmatic entry point and returns the stats document.
@@ -32,10 +37,14 @@ import os
 import socket
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindow
@@ -51,14 +60,23 @@ from pipeline.schema import (
     BOARDS_PREFIX,
     FAILURE_SCHEMA,
     FAILURES_PREFIX,
+    JOURNAL_DIR,
+    JOURNAL_PART_PATTERN,
+    JOURNAL_PART_SUFFIX,
+    JOURNAL_RUN_FILE,
     SCHEMA_VERSION,
     STATS_FILE,
+    check_schema,
+    journal_part_name,
 )
-from pipeline.shards import WriteShards
+from pipeline.shards import WriteShards, write_parquet
 from pipeline.sources import InputError, expand_inputs, read_lines
 
 FAILURES_TAG = "failures"
+TODO_TAG = "todo"
 DEFAULT_LIMIT = "nodes=2000"
+JOURNAL_EVERY = 500  # boards per journal part (--journal-every)
+JOURNAL_SECONDS = 60.0  # ... or fewer: a row waits at most this long before it is written
 
 
 @dataclass(frozen=True)
@@ -89,10 +107,20 @@ class AnnotateConfig:
     overwrite: bool = False
     fail_on_input_error: bool = False
     progress_seconds: float = 30.0
+    journal_every: int = JOURNAL_EVERY  # 0: no journal
 
     @property
     def split_dir(self) -> str:
         return FileSystems.join(self.out, self.split)
+
+    @property
+    def journal_dir(self) -> str:
+        return journal_dir(self.split_dir)
+
+
+def journal_dir(split_dir: str) -> str:
+    """Where an unfinished run in `split_dir` keeps its settings and annotated rows."""
+    return FileSystems.join(split_dir, JOURNAL_DIR)
 
 
 # -- stage 1: read and sample ----------------------------------------------------------------
@@ -200,6 +228,58 @@ def _in_global_window(value) -> WindowedValue:
     return WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
 
 
+class JournalWriter:
+    """Buffers one worker's annotated rows and writes them to the journal as Parquet parts.
+
+    A part is written once `every` rows are buffered or the oldest buffered row has waited
+    `seconds` (checked as rows arrive), and on `flush`. Each part is named by this writer's
+    uuid4 and a sequence number, so workers never collide, and is written under a temporary
+    name then renamed: a killed run leaves whole parts and at most a `.tmp`.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        every: int = JOURNAL_EVERY,
+        seconds: float = JOURNAL_SECONDS,
+        clock=time.monotonic,
+    ):
+        if every < 1:
+            raise ValueError(f"journal parts need at least one row, got every={every}")
+        self.directory = directory
+        self.every = every
+        self.seconds = seconds
+        self._clock = clock
+        self.writer = uuid.uuid4().hex
+        self.parts_written = 0
+        self._rows: list[dict] = []
+        self._oldest = 0.0
+
+    @property
+    def buffered(self) -> int:
+        return len(self._rows)
+
+    def add(self, row: dict) -> str | None:
+        """Buffers `row`; returns the part's path when this wrote one."""
+        if not self._rows:
+            self._oldest = self._clock()
+        self._rows.append(row)
+        if len(self._rows) >= self.every or self._clock() - self._oldest >= self.seconds:
+            return self.flush()
+        return None
+
+    def flush(self) -> str | None:
+        """Writes the buffered rows as one part (nothing when none); returns its path."""
+        if not self._rows:
+            return None
+        name = journal_part_name(self.writer, self.parts_written)
+        path = FileSystems.join(self.directory, name)
+        write_parquet(self._rows, BOARD_SCHEMA, path)
+        self._rows = []
+        self.parts_written += 1
+        return path
+
+
 class AnnotateBoards(beam.DoFn):
     """(fen, count) -> a BOARD_SCHEMA row, or a FAILURE_SCHEMA row on the failures tag.
 
@@ -207,13 +287,26 @@ class AnnotateBoards(beam.DoFn):
     closed in `teardown`. With a node limit one board waits queued in the engine behind the
     one being searched, so the engine never idles between boards; the last ones of a bundle
     are emitted from `finish_bundle`. Boards with no legal move are dropped and counted.
+    With a `journal` directory every annotated row is also written there (`JournalWriter`,
+    a part every `journal_every` rows or JOURNAL_SECONDS, and at the end of each bundle);
+    failed boards are not, so a resumed run tries them again.
     """
 
-    def __init__(self, engine: EngineConfig, limit: Limit, progress_seconds: float, workers: int):
+    def __init__(
+        self,
+        engine: EngineConfig,
+        limit: Limit,
+        progress_seconds: float,
+        workers: int,
+        journal: str | None = None,
+        journal_every: int = JOURNAL_EVERY,
+    ):
         self.engine_config = engine
         self.limit = limit
         self.progress_seconds = progress_seconds
         self.workers = workers
+        self.journal = journal
+        self.journal_every = journal_every
 
     def setup(self):
         cfg = self.engine_config
@@ -231,13 +324,16 @@ class AnnotateBoards(beam.DoFn):
         self._values = 0
         self._started = None
         self._last_progress = time.monotonic()
+        self._journal = None
+        if self.journal is not None and self.journal_every > 0:
+            self._journal = JournalWriter(self.journal, self.journal_every)
 
     def start_bundle(self):
         self._stats = stats.BundleStats()
         self._restarts_seen = self._annotator.restarts
         self._nodes_seen = self._annotator.nodes
 
-    def process(self, element, total_boards=0):
+    def process(self, element, total_boards=0, resumed_boards=0):
         fen, count = element
         s = self._stats
         s.count("unique_boards")
@@ -257,7 +353,7 @@ class AnnotateBoards(beam.DoFn):
         while self._annotator.in_flight > self._lookahead:
             yield self._output(self._annotator.collect())
         self._note_busy(began)
-        self._report(total_boards)
+        self._report(total_boards, resumed_boards)
 
     def finish_bundle(self):
         began = time.time()
@@ -268,6 +364,8 @@ class AnnotateBoards(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(output.tag, _in_global_window(output.value))
             else:
                 yield _in_global_window(output)
+        if self._journal is not None:
+            self._journal.flush()
         self._note_busy(began)
         yield self._stats.emit()
 
@@ -285,6 +383,8 @@ class AnnotateBoards(beam.DoFn):
         record["boards"] += 1
         record["action_values"] += values
         if row is not None:
+            if self._journal is not None:
+                self._journal.add(row)
             s.count("annotated")
             s.count("action_values", values)
             if row["engine"] not in s.partial["engines"]:
@@ -325,7 +425,7 @@ class AnnotateBoards(beam.DoFn):
         if self._stats.partial["workers"].get(self._worker) is not None:
             self._stats.partial["workers"][self._worker]["busy_s"] += time.time() - began
 
-    def _report(self, total_boards: int) -> None:
+    def _report(self, total_boards: int, resumed_boards: int = 0) -> None:
         now = time.monotonic()
         if now - self._last_progress < self.progress_seconds:
             return
@@ -342,24 +442,119 @@ class AnnotateBoards(beam.DoFn):
             line += (
                 f" of {total_boards:,} boards, ETA {format_duration((share - self._done) / rate)}"
             )
+        if resumed_boards:
+            line += f"; {resumed_boards:,} more resumed from the journal"
         print(line, file=sys.stderr, flush=True)
 
     def teardown(self):
+        journal = getattr(self, "_journal", None)
+        if journal is not None and journal.buffered:
+            try:  # rows of a bundle that failed half-way: worth keeping for the rerun
+                journal.flush()
+            except Exception as e:  # noqa: BLE001 - teardown must still close the engine
+                print(f"WARNING: journal not written at teardown: {e}", file=sys.stderr)
         annotator = getattr(self, "_annotator", None)
         if annotator is not None:
             annotator.close()
+
+
+# -- resume: an interrupted run's journal -----------------------------------------------------
+
+
+class ReadJournalPart(beam.DoFn):
+    """Journal part path -> (fen, row) for each of its rows (main output), stats on the side.
+
+    A part that cannot be read (cut short, not Parquet, another schema) is skipped, counted
+    and named in a warning: its boards are simply annotated again.
+    """
+
+    def start_bundle(self):
+        self._stats = stats.BundleStats()
+
+    def process(self, path: str):
+        try:
+            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                table = pq.read_table(pa.BufferReader(f.read()))
+            check_schema(table.schema, path)
+        except Exception as e:  # noqa: BLE001 - any unreadable part is skipped the same way
+            self._stats.count("journal_parts_unreadable")
+            self._stats.example("journal_unreadable", f"{path}: {e}")
+            print(f"WARNING: skipping unreadable journal part {path}: {e}", file=sys.stderr)
+            return
+        self._stats.count("journal_parts")
+        for row in table.to_pylist():
+            yield row["fen"], row
+
+    def finish_bundle(self):
+        yield self._stats.emit()
+
+
+class ReadJournal(beam.PTransform):
+    """Journal part paths -> (fen, BOARD_SCHEMA row); outputs `rows` and stats.STATS_TAG."""
+
+    def expand(self, paths):
+        return (
+            paths
+            | "SpreadParts" >> beam.Reshuffle()
+            | "ReadParts"
+            >> beam.ParDo(ReadJournalPart()).with_outputs(stats.STATS_TAG, main="rows")
+        )
+
+
+class UseJournal(beam.DoFn):
+    """(fen, {"boards": [count], "journal": [rows]}) -> the journal's row for a current board,
+    with `count` set to the current count (main output), or (fen, count) on TODO_TAG for a
+    board the journal lacks. Journal rows of boards not in this run are dropped and counted.
+    """
+
+    def start_bundle(self):
+        self._stats = stats.BundleStats()
+
+    def process(self, element):
+        fen, grouped = element
+        counts, rows = list(grouped["boards"]), list(grouped["journal"])
+        s = self._stats
+        if not counts:
+            s.count("journal_rows_unused", len(rows))
+            return
+        (count,) = counts  # the boards are unique
+        if not rows:
+            yield beam.pvalue.TaggedOutput(TODO_TAG, (fen, count))
+            return
+        # Several rows for one board (a bundle retried after its rows were journaled) are the
+        # same with a node limit; any of them will do.
+        row = dict(rows[0], count=count)
+        values = len(row["moves"])
+        s.count("resumed")
+        s.count("unique_boards")
+        s.count("boards", count)
+        s.count("action_values", values)
+        s.count("resumed_action_values", values)
+        if row["engine"] not in s.partial["engines"]:
+            s.partial["engines"].append(row["engine"])
+        yield row
+
+    def finish_bundle(self):
+        yield self._stats.emit()
 
 
 # -- the pipeline ---------------------------------------------------------------------------
 
 
 def build(
-    root: beam.Pipeline, config: AnnotateConfig, inputs: list[str], static: dict | None = None
+    root: beam.Pipeline,
+    config: AnnotateConfig,
+    inputs: list[str],
+    static: dict | None = None,
+    journal_parts: Sequence[str] = (),
 ) -> None:
     """Adds the whole job to `root`: inputs -> shards, failures and stats.json.
 
     `inputs` are concrete paths (see `expand_inputs`); `static` is copied into stats.json
-    (its `expected_workers`, if any, scales the progress lines' ETA).
+    (its `expected_workers`, if any, scales the progress lines' ETA). Annotated rows are
+    journaled to `config.journal_dir` unless `config.journal_every` is 0. `journal_parts`
+    (`list_journal_parts`) are an interrupted run's parts: their boards are reused, not
+    searched. `run_config` checks the journal's run.json first and deletes it afterwards.
     """
     static = dict(static or {})
     files = (
@@ -390,19 +585,43 @@ def build(
         stats.STATS_TAG, main="fens"
     )
     unique = kept.fens | "CountBoards" >> beam.combiners.Count.PerElement()
-    total = beam.pvalue.AsSingleton(unique | "CountUnique" >> beam.combiners.Count.Globally())
-    annotated = unique | "AnnotateBoards" >> beam.ParDo(
+    all_stats = [read.stats, parsed.stats, kept.stats]
+    todo, side_inputs = unique, []
+    if journal_parts:
+        journal = (
+            root
+            | "JournalParts" >> beam.Create(sorted(journal_parts))
+            | "ReadJournal" >> ReadJournal()
+        )
+        joined = (
+            {"boards": unique, "journal": journal.rows}
+            | "JoinJournal" >> beam.CoGroupByKey()
+            | "UseJournal"
+            >> beam.ParDo(UseJournal()).with_outputs(stats.STATS_TAG, TODO_TAG, main="rows")
+        )
+        todo = joined[TODO_TAG]
+        all_stats += [journal.stats, joined.stats]
+        resumed = joined.rows | "CountResumed" >> beam.combiners.Count.Globally()
+        side_inputs = [beam.pvalue.AsSingleton(resumed)]
+    total = beam.pvalue.AsSingleton(todo | "CountUnique" >> beam.combiners.Count.Globally())
+    annotated = todo | "AnnotateBoards" >> beam.ParDo(
         AnnotateBoards(
             config.engine,
             config.limit,
             config.progress_seconds,
             static.get("expected_workers", 0),
+            config.journal_dir if config.journal_every > 0 else None,
+            config.journal_every,
         ),
         total,
+        *side_inputs,
     ).with_outputs(stats.STATS_TAG, FAILURES_TAG, main="rows")
+    rows = annotated.rows
+    if journal_parts:
+        rows = (annotated.rows, joined.rows) | "AllRows" >> beam.Flatten()
 
     split_dir = config.split_dir
-    _ = annotated.rows | "WriteBoards" >> WriteShards(
+    _ = rows | "WriteBoards" >> WriteShards(
         split_dir, BOARDS_PREFIX, config.num_shards, BOARD_SCHEMA
     )
     _ = annotated[FAILURES_TAG] | "WriteFailures" >> WriteShards(
@@ -410,7 +629,7 @@ def build(
     )
     stats_path = FileSystems.join(split_dir, STATS_FILE)
     _ = (
-        (read.stats, parsed.stats, kept.stats, annotated.stats)
+        (*all_stats, annotated.stats)
         | "AllStats" >> beam.Flatten()
         | "MergeStats" >> beam.CombineGlobally(stats.MergeStats())
         | "WriteStats"
@@ -487,7 +706,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--num-shards", type=int, default=1, help="board shards to write")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace shards and stats already in <out>/<split>"
+        "--overwrite",
+        action="store_true",
+        help="replace shards and stats already in <out>/<split>, and delete an interrupted "
+        "run's journal there instead of resuming it",
+    )
+    parser.add_argument(
+        "--journal-every",
+        type=int,
+        default=JOURNAL_EVERY,
+        help="annotated boards per journal part in <out>/<split>/_journal (a part is also "
+        f"written every {JOURNAL_SECONDS:g} s); a rerun after a crash resumes from the journal. "
+        f"0: no journal (default {JOURNAL_EVERY})",
     )
     parser.add_argument(
         "--fail-on-input-error",
@@ -513,6 +743,8 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         raise SystemExit(f"--num-shards must be >= 1, got {args.num_shards}")
     if args.max_games is not None and args.max_games < 1:
         raise SystemExit(f"--max-games must be >= 1, got {args.max_games}")
+    if args.journal_every < 0:
+        raise SystemExit(f"--journal-every must be >= 0, got {args.journal_every}")
     config = AnnotateConfig(
         inputs=tuple(args.inputs),
         out=args.out,
@@ -529,6 +761,7 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         overwrite=args.overwrite,
         fail_on_input_error=args.fail_on_input_error,
         progress_seconds=args.progress_seconds,
+        journal_every=args.journal_every,
     )
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args.append("--runner=DirectRunner")
@@ -538,22 +771,135 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
     return config, beam_args
 
 
-def _prepare_output(config: AnnotateConfig) -> None:
-    """Refuses to mix a new run's shards with an old one's, unless --overwrite."""
-    pattern = FileSystems.join(config.split_dir, "*")
+class JournalMismatch(ValueError):
+    """The split holds an interrupted run's journal made with other settings."""
+
+
+def run_identity(config: AnnotateConfig, inputs: list[str]) -> dict:
+    """Everything that decides a run's rows: a journal is reused only when this matches."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "limit": str(config.limit),
+        "engine_threads": config.engine.threads,
+        "engine_hash_mb": config.engine.hash_mb,
+        "sample_rate": config.sample_rate,
+        "seed": config.seed,
+        "max_games": config.max_games,
+        "allow_setup": config.allow_setup,
+        "inputs": list(inputs),
+    }
+
+
+def _list(directory: str, pattern: str = "*") -> list[str]:
+    return sorted(
+        m.path for m in FileSystems.match([FileSystems.join(directory, pattern)])[0].metadata_list
+    )
+
+
+def list_journal_parts(directory: str) -> list[str]:
+    """The complete part files of the journal at `directory` (not a killed write's `.tmp`)."""
+    return [p for p in _list(directory, JOURNAL_PART_PATTERN) if p.endswith(JOURNAL_PART_SUFFIX)]
+
+
+def delete_journal(directory: str) -> None:
+    """Deletes a journal, run.json first: a deletion cut short leaves parts that no rerun
+    takes for an interrupted run (a journal without run.json is discarded)."""
+    run_file = FileSystems.join(directory, JOURNAL_RUN_FILE)
+    if FileSystems.exists(run_file):
+        FileSystems.delete([run_file])
+    leftovers = _list(directory)
+    if leftovers:
+        FileSystems.delete(leftovers)
+    if FileSystems.exists(directory):  # a local directory (object stores have none)
+        FileSystems.delete([directory])
+
+
+# run_identity's keys as the command line spells them, for error messages.
+_IDENTITY_FLAGS = {
+    "limit": "--limit",
+    "engine_threads": "--threads",
+    "engine_hash_mb": "--hash",
+    "sample_rate": "--sample-rate",
+    "seed": "--seed",
+    "max_games": "--max-games",
+    "allow_setup": "--allow-setup",
+}
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _differences(old: dict, new: dict) -> list[str]:
+    """One phrase per setting that differs between the journal's run and this one."""
+    phrases = []
+    for key in sorted(set(old) | set(new)):
+        was, now = old.get(key, "(absent)"), new.get(key, "(absent)")
+        if was == now:
+            continue
+        name = _IDENTITY_FLAGS.get(key, key)
+        if isinstance(was, list) and isinstance(now, list):
+            gone, added = [x for x in was if x not in now], [x for x in now if x not in was]
+            detail = f"{len(was)} in the journal's run, {len(now)} now"
+            if gone:
+                detail += f"; not given now: {_short(gone)}"
+            if added:
+                detail += f"; new: {_short(added)}"
+            phrases.append(f"{name} ({detail})")
+        else:
+            phrases.append(f"{name} ({_short(was)} in the journal's run, {_short(now)} now)")
+    return phrases
+
+
+def _prepare_output(config: AnnotateConfig, identity: dict) -> list[str] | None:
+    """Readies the split directory; returns the journal parts to resume from, or None for a
+    fresh run.
+
+    An interrupted run's journal (its run.json) with the same settings is resumed and its
+    partial outputs deleted; with other settings it is an error naming them. A completed
+    run's outputs are refused. `--overwrite` deletes outputs and journal alike. A journal
+    without run.json (a start or a cleanup cut short) cannot be checked and is discarded.
+    A fresh run (unless `journal_every` is 0) starts by writing run.json.
+    """
+    split_dir, journal = config.split_dir, config.journal_dir
     ours = (BOARDS_PREFIX + "-", FAILURES_PREFIX + "-", STATS_FILE)
-    existing = [
-        m.path
-        for m in FileSystems.match([pattern])[0].metadata_list
-        if os.path.basename(m.path).startswith(ours)
-    ]
-    if existing and not config.overwrite:
+    existing = [p for p in _list(split_dir) if os.path.basename(p).startswith(ours)]
+    journaled = _list(journal)
+    run_file = FileSystems.join(journal, JOURNAL_RUN_FILE)
+    resume = None
+    if not config.overwrite and FileSystems.exists(run_file):
+        try:
+            recorded = stats.read_json(run_file)["run"]
+        except Exception as e:  # noqa: BLE001 - missing, cut short or not ours: same advice
+            raise JournalMismatch(
+                f"{run_file} is not a readable run description ({type(e).__name__}: {e}); "
+                "pass --overwrite to delete the journal and start over"
+            ) from None
+        differences = _differences(recorded, json.loads(json.dumps(identity)))
+        if differences:
+            raise JournalMismatch(
+                f"{split_dir} holds an interrupted run made with other settings: "
+                f"{'; '.join(differences)}. Rerun with its settings to resume it, or pass "
+                "--overwrite to delete its journal and start over"
+            )
+        resume = list_journal_parts(journal)
+    elif existing and not config.overwrite:
         raise FileExistsError(
-            f"{config.split_dir} already holds {len(existing)} output files "
+            f"{split_dir} already holds {len(existing)} output files "
             f"(e.g. {existing[0]}); pass --overwrite to replace them"
         )
-    if existing:
+    if existing:  # replaced outputs, or an interrupted run's partial ones
         FileSystems.delete(existing)
+    if resume is None:
+        if journaled:
+            if not config.overwrite:
+                print(f"WARNING: discarding {journal}: no {JOURNAL_RUN_FILE}", file=sys.stderr)
+            delete_journal(journal)
+        if config.journal_every > 0:
+            created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+            stats.write_json(run_file, {"run": identity, "created_at": created})
+    return resume
 
 
 def _expected_workers(options: PipelineOptions) -> int:
@@ -573,7 +919,7 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
     engine_path = config.engine.path
     if local:  # the workers are this machine: check the engine before starting anything
         engine_path = find_engine(engine_path)
-    _prepare_output(config)
+    resume = _prepare_output(config, run_identity(config, inputs))
     static = {
         "schema_version": SCHEMA_VERSION,
         "inputs": inputs,
@@ -603,17 +949,26 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
         file=sys.stderr,
         flush=True,
     )
+    if resume is not None:
+        print(
+            f"annotate: resuming the interrupted run in {config.split_dir}: boards in its "
+            f"{len(resume)} journal part(s) are reused, the others annotated",
+            file=sys.stderr,
+            flush=True,
+        )
     began = time.monotonic()
     root = beam.Pipeline(options=options)
-    build(root, config, inputs, static)
+    build(root, config, inputs, static, resume or ())
     result = root.run()
     result.wait_until_finish()
     wall = time.monotonic() - began
     stats_path = FileSystems.join(config.split_dir, STATS_FILE)
     document = stats.read_json(stats_path)
     document["wall_time_s"] = round(wall, 3)
-    document["action_values_per_s"] = round(document["action_values"] / wall, 2) if wall else 0
+    searched = document["action_values"] - document["resumed"]["action_values"]
+    document["action_values_per_s"] = round(searched / wall, 2) if wall else 0
     stats.write_json(stats_path, document)
+    delete_journal(config.journal_dir)  # the outputs are complete: nothing left to resume
     return document
 
 
@@ -633,7 +988,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"annotate: {games['used']:,} games used ({games['skipped_total']:,} skipped), "
         f"{boards['unique']:,} unique boards, {boards['annotated']:,} annotated, "
-        f"{boards['failed']:,} failed, {document['action_values']:,} action values "
+        f"{document['resumed']['boards']:,} resumed, {boards['failed']:,} failed, "
+        f"{document['action_values']:,} action values "
         f"in {format_duration(document['wall_time_s'])}",
         file=sys.stderr,
     )

@@ -7,6 +7,9 @@ possible. The schema is versioned in the file's metadata; readers refuse what th
 
 Files live at `<out>/<split>/boards-SSSSS-of-NNNNN.parquet`, failures beside them at
 `<out>/<split>/failures-SSSSS-of-NNNNN.parquet`, and the run's statistics in `stats.json`.
+While a run is unfinished, `<out>/<split>/_journal/` holds its settings (`run.json`) and the
+board rows annotated so far (`part-<writer>-<seq>.parquet`, this schema), so that a rerun
+resumes; the directory is deleted once the run's outputs are written.
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ _KIND_KEY = b"searchless_chess.kind"
 BOARDS_PREFIX = "boards"
 FAILURES_PREFIX = "failures"
 STATS_FILE = "stats.json"
+
+# The journal of an unfinished run (pipeline/annotate.py): every name it uses is here.
+JOURNAL_DIR = "_journal"
+JOURNAL_RUN_FILE = "run.json"
+JOURNAL_PART_PREFIX = "part"
+JOURNAL_PART_SUFFIX = ".parquet"
+JOURNAL_PART_PATTERN = f"{JOURNAL_PART_PREFIX}-*{JOURNAL_PART_SUFFIX}"
 
 # Small row groups keep random access cheap: a reader decodes one group to reach a row.
 ROW_GROUP_SIZE = 1024
@@ -103,6 +113,11 @@ def check_schema(schema: pa.Schema, source: str, expected: pa.Schema = BOARD_SCH
 
 def shard_name(prefix: str, index: int, num_shards: int) -> str:
     return f"{prefix}-{index:05d}-of-{num_shards:05d}.parquet"
+
+
+def journal_part_name(writer: str, sequence: int) -> str:
+    """A journal part's file name: unique per writer (a uuid4 hex) and its flush number."""
+    return f"{JOURNAL_PART_PREFIX}-{writer}-{sequence:06d}{JOURNAL_PART_SUFFIX}"
 
 
 def board_files(path: str) -> list[str]:

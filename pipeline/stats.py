@@ -124,6 +124,15 @@ def summarize(partial: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]
             "annotated": c.get("annotated", 0),
             "failed": c.get("failed", 0),
         },
+        # Boards taken from an interrupted run's journal instead of the engine; they are in
+        # boards.unique and action_values above, not in boards.annotated or nodes_searched.
+        "resumed": {
+            "boards": c.get("resumed", 0),
+            "action_values": c.get("resumed_action_values", 0),
+            "journal_parts": c.get("journal_parts", 0),
+            "journal_parts_unreadable": c.get("journal_parts_unreadable", 0),
+            "journal_rows_unused": c.get("journal_rows_unused", 0),
+        },
         "action_values": c.get("action_values", 0),
         "nodes_searched": c.get("nodes", 0),
         "engine_restarts": c.get("engine_restarts", 0),
