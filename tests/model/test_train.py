@@ -157,8 +157,14 @@ def test_a_killed_process_resumes_where_its_checkpoint_left_off(synthetic_data, 
     assert_trees_equal(resumed_params, straight_params)
 
 
-def pin_to_one_core() -> None:
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+# Runs `python ARGS...` pinned to one core (set in the child itself: a preexec_fn would fork
+# this multithreaded, JAX-loaded process).
+ON_ONE_CORE = [
+    sys.executable,
+    "-c",
+    "import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])",
+]
 
 
 @pytest.mark.slow
@@ -169,7 +175,7 @@ def test_two_cpu_devices_on_one_core_do_not_deadlock(synthetic_data, tmp_path):
     after 40 s) while the loop dispatched steps ahead of their completion; it now waits for
     each step on CPU with several devices (model.train.Placement.wait_each_step)."""
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    command = [sys.executable, "-m", "model.train", "--config", "model/configs/demo.toml"]
+    command = [*ON_ONE_CORE, "-m", "model.train", "--config", "model/configs/demo.toml"]
     command += ["--data", str(synthetic_data / "train"), "--test-data", "", "--out", str(tmp_path)]
     # One log line at the end: the loop then has nothing else to wait for between steps.
     command += ["--steps", "300", "--set", "checkpoint_every=300", "--set", "log_every=300"]
@@ -180,7 +186,6 @@ def test_two_cpu_devices_on_one_core_do_not_deadlock(synthetic_data, tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
-        preexec_fn=pin_to_one_core,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "2 device(s)" in run.stdout and "step 300/300" in run.stdout
