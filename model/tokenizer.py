@@ -115,8 +115,9 @@ def _fixed_width(fen: str) -> str:
 
 
 def tokenize(fen: str) -> np.ndarray:
-    """One FEN -> int32 array of shape (77,)."""
-    return tokenize_batch([fen])[0]
+    """One FEN -> int32 array of shape (77,), through the checked per-FEN path (the batch
+    path's fixed cost of a dozen array operations would dominate for one FEN)."""
+    return _LUT[np.frombuffer(_fixed_width(fen).encode("ascii"), dtype=np.uint8)]
 
 
 def tokenize_batch(fens: Sequence[str]) -> np.ndarray:
