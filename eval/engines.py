@@ -75,7 +75,16 @@ class RandomAgent(AgentBase):
 
     def __init__(self, seed: int = 0, name: str = "random"):
         self.name = name
+        self.seed = seed
+        self._games = 0
         self._rng = random.Random(seed)
+
+    def new_game(self) -> None:
+        # Game n draws from its own stream (seed, n), so its moves do not depend on how long
+        # earlier games ran: in a tournament those include games against a Stockfish whose
+        # skill level plays randomly. The first game keeps the plain seed's stream.
+        self._games += 1
+        self._rng = random.Random(self.seed if self._games == 1 else f"{self.seed}/{self._games}")
 
     def choose_move(self, board: chess.Board) -> chess.Move:
         return self._rng.choice(_legal_moves(board))

@@ -212,3 +212,32 @@ def position_after_knights() -> str:
     for uci in ("g1f3", "g8f6", "f3g1", "f6g8", "g1f3", "g8f6", "f3g1"):
         board.push_uci(uci)
     return board.fen()
+
+
+def test_a_random_agents_game_does_not_depend_on_how_long_earlier_games_ran():
+    def second_game_moves(first_game_plies: int) -> list[str]:
+        agent = RandomAgent(seed=5)
+        board = chess.Board()
+        agent.new_game()
+        for _ in range(first_game_plies):
+            board.push(agent.choose_move(board))
+        agent.new_game()
+        board = chess.Board()
+        moves = []
+        for _ in range(12):
+            move = agent.choose_move(board)
+            moves.append(move.uci())
+            board.push(move)
+        return moves
+
+    assert second_game_moves(3) == second_game_moves(17)
+    assert second_game_moves(3) != [m.uci() for m in _first_moves(RandomAgent(seed=5), 12)]
+
+
+def _first_moves(agent: RandomAgent, plies: int) -> list[chess.Move]:
+    agent.new_game()
+    board, moves = chess.Board(), []
+    for _ in range(plies):
+        moves.append(agent.choose_move(board))
+        board.push(moves[-1])
+    return moves
