@@ -6,7 +6,6 @@ them. Values are win probabilities from the side to move's view, one per legal m
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 
@@ -89,25 +88,6 @@ def read_rows(path: str, max_boards: int | None = None) -> list[dict]:
     return table.to_pylist()
 
 
-@functools.cache
-def _jitted_expected_value():
-    import jax
-
-    from model.bins import expected_value
-
-    return jax.jit(expected_value)
-
-
-def _expected_values(log_probs: np.ndarray) -> np.ndarray:
-    """model.bins.expected_value of each row, jitted as the predictor's own values are, so
-    that they match them bit for bit (numpy's exp and sums round differently in the last
-    place); rows are padded to a power of two so that few shapes are compiled."""
-    rows = len(log_probs)
-    padded = np.zeros((1 << max(0, rows - 1).bit_length(), log_probs.shape[1]), log_probs.dtype)
-    padded[:rows] = log_probs
-    return np.asarray(_jitted_expected_value()(padded))[:rows]
-
-
 def score_rows(predictor, rows: list[dict]) -> tuple[list[np.ndarray], np.ndarray]:
     """The model's score of each row's moves, and -log p(target) of each of its examples.
 
@@ -154,8 +134,8 @@ def score_rows(predictor, rows: list[dict]) -> tuple[list[np.ndarray], np.ndarra
         lengths = np.array([len(row["moves"]) for row in rows])
         states = np.repeat(tokenize_batch(fens), lengths, axis=0)
         actions = moves_to_indices(np.concatenate([row["moves"] for row in rows]))
-        log_probs = predictor.log_probs(states, actions)
-        scores = np.split(_expected_values(log_probs), np.cumsum(lengths)[:-1])
+        log_probs, values = predictor.log_probs_and_values(states, actions)
+        scores = np.split(values, np.cumsum(lengths)[:-1])
         win_probs = np.concatenate([row["win_probs"] for row in rows])
         labels = to_bins(win_probs, predictor.config.num_bins)
     losses = -log_probs[np.arange(len(labels)), labels]

@@ -9,6 +9,7 @@
     p.move_values(boards)          # any target: [(legal UCI moves, scores)], higher = better
     p.best_moves(boards)           # any target: the top-scoring legal move per board
     p.log_probs(states, actions)   # the raw output for token rows (bins, or actions for BC)
+    p.log_probs_and_values(states, actions)  # AV/SV: that output and its expected values
     legal_move_probs(row, moves)   # BC: one move_log_probs row as move_values scores it
 
 All win probabilities are from the view of the side to move of the board given. Rows from
@@ -37,8 +38,9 @@ _MIN_BUCKET = 16
 
 @functools.cache
 def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str):
-    """Jitted (log_probs, values) shared by every Predictor of one architecture, so a second
-    checkpoint of the same model (or the trainer's evaluation) reuses the compilations."""
+    """Jitted (log_probs, values, both) shared by every Predictor of one architecture, so a
+    second checkpoint of the same model (or the trainer's evaluation) reuses the compilations.
+    `both` returns log-probabilities and expected values of one network pass."""
     config = Config(model=model, train=TrainConfig(target=target, num_bins=num_bins))
     network = build(config)
     dtype = jnp.bfloat16 if compute_dtype == "bfloat16" else jnp.float32
@@ -49,7 +51,11 @@ def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str
     def values(params, states, actions):
         return bins.expected_value(log_probs(params, states, actions))
 
-    return jax.jit(log_probs), jax.jit(values)
+    def both(params, states, actions):
+        out = log_probs(params, states, actions)
+        return out, bins.expected_value(out)
+
+    return jax.jit(log_probs), jax.jit(values), jax.jit(both)
 
 
 class TargetError(ValueError):
@@ -67,7 +73,7 @@ class Predictor:
         self.max_batch = max_batch
         self.step: int | None = None  # the training step, when loaded from a checkpoint
         self.params = jax.device_put(params, jax.local_devices()[0])
-        self._log_probs, self._values = _compiled(
+        self._log_probs, self._values, self._both = _compiled(
             config.model, config.train.target, config.train.num_bins, config.train.compute_dtype
         )
 
@@ -88,7 +94,9 @@ class Predictor:
     def _bucket(self, rows: int) -> int:
         return max(_MIN_BUCKET, 1 << max(0, rows - 1).bit_length())
 
-    def _run(self, fn, states: np.ndarray, actions: np.ndarray | None) -> np.ndarray:
+    def _run(self, fn, states: np.ndarray, actions: np.ndarray | None):
+        """fn over `states` (and `actions`) in padded chunks; an array, or a tuple of arrays
+        when fn returns a tuple."""
         outputs = []
         for start in range(0, len(states), self.max_batch):
             chunk = states[start : start + self.max_batch]
@@ -101,7 +109,13 @@ class Predictor:
                 padded_actions = np.zeros(size, np.int32)
                 padded_actions[:rows] = actions[start : start + rows]
             out = fn(self.params, padded, padded_actions)
-            outputs.append(np.asarray(out)[:rows])
+            outputs.append(
+                tuple(np.asarray(o)[:rows] for o in out)
+                if isinstance(out, tuple)
+                else np.asarray(out)[:rows]
+            )
+        if outputs and isinstance(outputs[0], tuple):
+            return tuple(np.concatenate(parts) for parts in zip(*outputs, strict=True))
         return np.concatenate(outputs) if outputs else np.zeros((0,), np.float32)
 
     def _require(self, target: str, what: str) -> None:
@@ -115,13 +129,27 @@ class Predictor:
         """The network's raw output for tokenized rows (model.tokenizer.tokenize_batch):
         (N, num_bins) log-probabilities over value bins for AV (`actions`: (N,) action
         indices) and SV, (N, 1968) over actions for BC. Padded and jitted like the rest."""
-        states = np.asarray(states)
+        states, actions = self._token_rows(states, actions)
+        if len(states) == 0:
+            return np.zeros((0, self.config.output_size), np.float32)
+        return self._run(self._log_probs, states, actions)
+
+    def log_probs_and_values(
+        self, states: np.ndarray, actions: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """AV/SV: `log_probs` and the expected win probability of each row from the same
+        network pass (the values equal action_values'/state_values' bit for bit)."""
+        if self.config.target not in ("av", "sv"):
+            raise TargetError(f"values need an AV or SV model, not {self.config.target!r}")
+        states, actions = self._token_rows(states, actions)
+        if len(states) == 0:
+            return np.zeros((0, self.config.output_size), np.float32), np.zeros(0, np.float32)
+        return self._run(self._both, states, actions)
+
+    def _token_rows(self, states, actions) -> tuple[np.ndarray, np.ndarray | None]:
         if (actions is None) != (self.config.target != "av"):
             raise ValueError("pass actions exactly when the model's target is 'av'")
-        width = self.config.output_size
-        if len(states) == 0:
-            return np.zeros((0, width), np.float32)
-        return self._run(self._log_probs, states, None if actions is None else np.asarray(actions))
+        return np.asarray(states), None if actions is None else np.asarray(actions)
 
     # --- the three targets -------------------------------------------------------------
 

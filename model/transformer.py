@@ -95,8 +95,13 @@ def build(config: Config) -> hk.Transformed:
     over value bins for AV/SV, over the 1968 actions for BC.
     """
 
+    return _transformed(config.model, config.output_size)
+
+
+@functools.cache
+def _transformed(model: ModelConfig, output_size: int) -> hk.Transformed:
     def forward(states, actions=None):
-        return _forward(states, actions, config.model, config.output_size)
+        return _forward(states, actions, model, output_size)
 
     return hk.without_apply_rng(hk.transform(forward))
 
@@ -111,20 +116,16 @@ def example_inputs(config: Config, batch: int = 1) -> tuple[np.ndarray, np.ndarr
 def init_params(config: Config, seed: int | None = None) -> hk.Params:
     seed = config.train.seed if seed is None else seed
     states, actions = example_inputs(config)
-    init = _jitted_init(config.model, config.train.target, config.output_size)
+    init = _jitted_init(config.model, config.output_size)
     return init(jax.random.PRNGKey(seed), states, actions)
 
 
 @functools.cache
-def _jitted_init(model: ModelConfig, target: str, output_size: int):
+def _jitted_init(model: ModelConfig, output_size: int):
     # Jitted: Haiku's init run eagerly dispatches (and compiles) every op on its own; cached
-    # so that every model of one architecture shares the compilation.
-    del target  # part of the key only: it decides whether `actions` is None
-    return jax.jit(
-        hk.without_apply_rng(
-            hk.transform(lambda states, actions=None: _forward(states, actions, model, output_size))
-        ).init
-    )
+    # so that every model of one architecture shares the compilation (AV's `actions` and
+    # SV/BC's None trace separately under the one jit).
+    return jax.jit(_transformed(model, output_size).init)
 
 
 def param_shapes(config: Config) -> hk.Params:

@@ -103,6 +103,21 @@ def test_state_values_and_log_probs_match_the_network(predictors):
         sv.log_probs(tokenize_batch(fens), np.zeros(4, int))
 
 
+def test_log_probs_and_values_come_from_one_pass_and_equal_the_separate_calls(predictors):
+    av, sv = predictors["av"], predictors["sv"]
+    fens = [b.fen() for b in BOARDS[:2]]
+    moves = [legal_actions(b) for b in BOARDS[:2]]
+    states = np.repeat(tokenize_batch(fens), [len(m) for m in moves], axis=0)
+    actions = moves_to_indices(np.concatenate(moves))
+    log_probs, values = av.log_probs_and_values(states, actions)
+    np.testing.assert_array_equal(log_probs, av.log_probs(states, actions))
+    np.testing.assert_array_equal(values, np.concatenate(av.action_values(fens, moves)))
+    log_probs, values = sv.log_probs_and_values(tokenize_batch(fens))
+    np.testing.assert_array_equal(values, sv.state_values(fens))
+    with pytest.raises(TargetError, match="AV or SV"):
+        predictors["bc"].log_probs_and_values(tokenize_batch(fens))
+
+
 def test_move_values_score_every_legal_move_in_action_order(predictor):
     results = predictor.move_values(BOARDS)
     for board, (moves, scores) in zip(BOARDS, results, strict=True):
