@@ -82,7 +82,8 @@ class RandomAgent(AgentBase):
     def new_game(self) -> None:
         # Game n draws from its own stream (seed, n), so its moves do not depend on how long
         # earlier games ran: in a tournament those include games against a Stockfish whose
-        # skill level plays randomly. The first game keeps the plain seed's stream.
+        # skill level plays randomly. The first game keeps the plain seed's stream, which the
+        # bundled sample's mismatch games (one fresh agent per game) were made with.
         self._games += 1
         self._rng = random.Random(self.seed if self._games == 1 else f"{self.seed}/{self._games}")
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import pathlib
 
+import chess.pgn
 import pytest
+import zstandard
 
 from pipeline.engine_path import EngineNotFoundError, find_engine
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
+SAMPLE = ROOT / "data" / "sample"
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +31,21 @@ def stockfish() -> str:
         return find_engine()
     except EngineNotFoundError as e:
         pytest.skip(str(e))
+
+
+def _read_sample_games(name: str, count: int | None = None) -> list[chess.pgn.Game]:
+    raw = (SAMPLE / name).read_bytes()
+    text = zstandard.ZstdDecompressor().decompressobj().decompress(raw).decode("utf-8")
+    stream, games = io.StringIO(text), []
+    while count is None or len(games) < count:
+        if (game := chess.pgn.read_game(stream)) is None:
+            break
+        games.append(game)
+    return games
+
+
+@pytest.fixture(scope="session")
+def sample_games():
+    """read(name, count=None): the games of data/sample/<name> (a .pgn.zst), the first
+    `count` of them if given (test modules cannot import conftest)."""
+    return _read_sample_games

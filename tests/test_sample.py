@@ -5,14 +5,12 @@ made them)."""
 from __future__ import annotations
 
 import csv
-import io
 import pathlib
 
 import chess
 import chess.engine
 import chess.pgn
 import pytest
-import zstandard
 
 from pipeline.values import win_probability
 
@@ -35,15 +33,6 @@ VERIFY_NODES = 200_000
 VERIFY_GAP = 0.2  # an alternative to a non-mating solver move must be this much worse
 
 
-def read_games(name: str) -> list[chess.pgn.Game]:
-    raw = (SAMPLE / name).read_bytes()
-    text = zstandard.ZstdDecompressor().decompressobj().decompress(raw).decode("utf-8")
-    stream, games = io.StringIO(text), []
-    while (game := chess.pgn.read_game(stream)) is not None:
-        games.append(game)
-    return games
-
-
 def read_puzzles() -> list[dict[str, str]]:
     with open(SAMPLE / "puzzles.csv", encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
@@ -54,8 +43,8 @@ def read_puzzles() -> list[dict[str, str]]:
 @pytest.mark.parametrize(
     "name,minimum", [("games.pgn.zst", 30), ("selfplay.pgn.zst", 8), ("mismatch.pgn.zst", 32)]
 )
-def test_games_are_legal_lichess_style_pgn(name, minimum):
-    games = read_games(name)
+def test_games_are_legal_lichess_style_pgn(name, minimum, sample_games):
+    games = sample_games(name)
     assert len(games) >= minimum
     ids = [g.headers["GameId"] for g in games]
     assert len(set(ids)) == len(ids)
@@ -77,11 +66,11 @@ def test_games_are_legal_lichess_style_pgn(name, minimum):
             assert result == "1/2-1/2"
 
 
-def test_sample_size_suits_the_demo():
+def test_sample_size_suits_the_demo(sample_games):
     """Enough boards to learn from, few enough to annotate in minutes on two cores."""
     fens = set()
     for name in ("games.pgn.zst", "selfplay.pgn.zst", "mismatch.pgn.zst"):
-        for game in read_games(name):
+        for game in sample_games(name):
             board = game.board()
             for move in game.mainline_moves():
                 fens.add(board.fen())

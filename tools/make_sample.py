@@ -91,6 +91,29 @@ def lichess_headers(game: chess.pgn.Game, values: dict[str, str]) -> None:
         game.headers[key] = values.get(key, "?")
 
 
+class NodeLimitedEngines:
+    """One single-threaded Stockfish per node budget, started on first use, all closed on
+    exit; the agents are named by the engine build and budget, as the PGN headers show."""
+
+    def __init__(self, engine: str):
+        self.engine = engine
+        self.name = engine_id(engine)
+        self._agents: dict[int, StockfishAgent] = {}
+
+    def get(self, nodes: int) -> StockfishAgent:
+        if nodes not in self._agents:
+            settings = EngineSettings(path=self.engine, nodes=nodes, threads=1, hash_mb=16)
+            self._agents[nodes] = StockfishAgent(settings, name=f"{self.name} nodes={nodes}")
+        return self._agents[nodes]
+
+    def __enter__(self) -> NodeLimitedEngines:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for agent in self._agents.values():
+            agent.close()
+
+
 def played_game(
     board: chess.Board,
     outcome,
@@ -190,23 +213,16 @@ class SelfPlayRules:
 
 
 def selfplay_games(engine: str, rules: SelfPlayRules = SelfPlayRules()) -> list[chess.pgn.Game]:
-    name = engine_id(engine)
     pairs = [(w, b) for b in rules.budgets for w in rules.budgets if w != b]
     openings = load_openings()
-    agents: dict[int, StockfishAgent] = {}
     games = []
     progress = Progress("self-play", rules.games, "games")
-    try:
+    with NodeLimitedEngines(engine) as engines:
         for i in range(rules.games):
             white_nodes, black_nodes = pairs[i % len(pairs)]
-            for nodes in (white_nodes, black_nodes):
-                if nodes not in agents:
-                    settings = EngineSettings(path=engine, nodes=nodes, threads=1, hash_mb=16)
-                    agents[nodes] = StockfishAgent(settings, name=f"{name} nodes={nodes}")
+            white, black = engines.get(white_nodes), engines.get(black_nodes)
             opening = openings[(7 * i) % len(openings)]  # 7 is coprime to the set's size
-            board, outcome = play_game(
-                agents[white_nodes], agents[black_nodes], opening, rules.max_plies
-            )
+            board, outcome = play_game(white, black, opening, rules.max_plies)
             games.append(
                 played_game(
                     board,
@@ -215,14 +231,11 @@ def selfplay_games(engine: str, rules: SelfPlayRules = SelfPlayRules()) -> list[
                     event="self-play",
                     game_id=f"selfplay-{i + 1:03d}",
                     round_number=i + 1,
-                    white=agents[white_nodes].name,
-                    black=agents[black_nodes].name,
+                    white=white.name,
+                    black=black.name,
                 )
             )
             progress.update(i + 1, f"{opening.label}: {outcome.result} ({outcome.termination})")
-    finally:
-        for agent in agents.values():
-            agent.close()
     progress.done()
     return games
 
@@ -240,22 +253,16 @@ class MismatchRules:
 
 
 def mismatch_games(engine: str, rules: MismatchRules = MismatchRules()) -> list[chess.pgn.Game]:
-    name = engine_id(engine)
     openings = load_openings()
-    engines: dict[int, StockfishAgent] = {}
     games = []
     progress = Progress("mismatch", rules.games, "games")
-    try:
+    with NodeLimitedEngines(engine) as engines:
         for i in range(rules.games):
             mover = RandomAgent(seed=i, name=f"random seed={i}")
             if i % 4 == 3:
                 opponent = RandomAgent(seed=10_000 + i, name=f"random seed={10_000 + i}")
             else:
-                nodes = rules.budgets[i % len(rules.budgets)]
-                if nodes not in engines:
-                    settings = EngineSettings(path=engine, nodes=nodes, threads=1, hash_mb=16)
-                    engines[nodes] = StockfishAgent(settings, name=f"{name} nodes={nodes}")
-                opponent = engines[nodes]
+                opponent = engines.get(rules.budgets[i % len(rules.budgets)])
             white, black = (opponent, mover) if i % 2 == 0 else (mover, opponent)
             opening = openings[(11 * i) % len(openings)]  # 11 is coprime to the set's size
             board, outcome = play_game(white, black, opening, rules.max_plies)
@@ -272,9 +279,6 @@ def mismatch_games(engine: str, rules: MismatchRules = MismatchRules()) -> list[
                 )
             )
             progress.update(i + 1, f"{opening.label}: {outcome.result} ({outcome.termination})")
-    finally:
-        for agent in engines.values():
-            agent.close()
     progress.done()
     return games
 

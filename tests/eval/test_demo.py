@@ -4,27 +4,16 @@ where the summary says, and a second run reuses every finished step."""
 
 from __future__ import annotations
 
-import io
 import json
 import pathlib
 
 import chess.pgn
 import pytest
-import zstandard
 
 from eval import demo
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample"
-
-
-def sample_games(name: str, count: int) -> list[chess.pgn.Game]:
-    raw = (SAMPLE / name).read_bytes()
-    text = zstandard.ZstdDecompressor().decompressobj().decompress(raw).decode("utf-8")
-    stream, games = io.StringIO(text), []
-    while len(games) < count and (game := chess.pgn.read_game(stream)) is not None:
-        games.append(game)
-    return games
 
 
 def write_pgn(games: list[chess.pgn.Game], path: pathlib.Path) -> pathlib.Path:
@@ -43,7 +32,7 @@ def unique_boards(games: list[chess.pgn.Game]) -> int:
 
 
 @pytest.fixture
-def small_demo(tmp_path, stockfish) -> demo.DemoConfig:
+def small_demo(tmp_path, stockfish, sample_games) -> demo.DemoConfig:
     train_games = sample_games("mismatch.pgn.zst", 3)
     test_games = sample_games("selfplay.pgn.zst", 1)
     settings = (ROOT / "model" / "configs" / "demo.toml").read_text()
@@ -78,7 +67,7 @@ def small_demo(tmp_path, stockfish) -> demo.DemoConfig:
 
 
 @pytest.mark.slow
-def test_the_demo_runs_every_step_and_reuses_them(small_demo, capsys):
+def test_the_demo_runs_every_step_and_reuses_them(small_demo, sample_games, capsys):
     config = small_demo
     summary = demo.run(config)
 
