@@ -94,7 +94,6 @@ def banner(number: int, title: str) -> None:
 
 def annotate(config: DemoConfig, log: StepLog) -> dict:
     from pipeline.annotate import JournalMismatch, run
-    from pipeline.schema import JOURNAL_DIR, JOURNAL_RUN_FILE
 
     stats = {}
     for split, inputs in (("train", config.train_inputs), ("test", config.test_inputs)):
@@ -109,12 +108,10 @@ def annotate(config: DemoConfig, log: StepLog) -> dict:
             argv += ["--direct_running_mode=multi_processing"]
             if config.engine:
                 argv += ["--engine", config.engine]
-            # An interrupted annotation resumes from its journal; anything else starts over.
-            interrupted = (split_dir / JOURNAL_DIR / JOURNAL_RUN_FILE).exists()
-            try:
-                run(argv if interrupted else [*argv, "--overwrite"])
-            except JournalMismatch as e:
-                print(f"{split}: not resuming ({e})")
+            try:  # an interrupted annotation resumes from its journal
+                run(argv)
+            except (FileExistsError, JournalMismatch) as e:  # made from other inputs: redo
+                print(f"{split}: starting over ({e})")
                 run([*argv, "--overwrite"])
             log.mark(f"annotate-{split}", key)
         document = json.loads(stats_path.read_text())

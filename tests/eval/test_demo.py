@@ -4,6 +4,7 @@ where the summary says, and a second run reuses every finished step."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
@@ -104,3 +105,11 @@ def test_the_demo_runs_every_step_and_reuses_them(small_demo, sample_games, caps
     assert json.loads((pathlib.Path(config.results) / "steps.json").read_text()) == steps
     assert again["metrics"] == summary["metrics"] and again["puzzles"] == summary["puzzles"]
     assert again["tournament"]["table"] == summary["tournament"]["table"]
+
+    # Other settings over the finished splits: the annotate step redoes them in place.
+    changed = dataclasses.replace(config, limit="nodes=60")
+    redone = demo.annotate(changed, demo.StepLog(pathlib.Path(config.results) / "steps.json"))
+    assert "starting over" in capsys.readouterr().out
+    assert redone["train"]["unique_boards"] == summary["data"]["train"]["unique_boards"]
+    stats = json.loads((pathlib.Path(config.work) / "train" / "stats.json").read_text())
+    assert stats["limit"] == "nodes=60"
