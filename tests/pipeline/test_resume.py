@@ -7,7 +7,6 @@ was never interrupted (node-limited searches give the same row for a board every
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import pathlib
@@ -16,28 +15,22 @@ import subprocess
 import sys
 import time
 
-import chess.pgn
 import pyarrow.parquet as pq
 import pytest
-import zstandard
 
 from pipeline import annotate
 from pipeline.annotate import JOURNAL_SECONDS, JournalWriter
 from pipeline.schema import JOURNAL_DIR, JOURNAL_RUN_FILE
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SELFPLAY = ROOT / "data" / "sample" / "selfplay.pgn.zst"
 GAMES = 3  # the first three self-play games: ~300 unique boards
 LIMIT = "nodes=200"
 
 
 @pytest.fixture(scope="module")
-def games(tmp_path_factory) -> pathlib.Path:
+def games(tmp_path_factory, sample_games) -> pathlib.Path:
     """The first GAMES games of the bundled self-play sample, as a plain PGN."""
-    text = zstandard.ZstdDecompressor().stream_reader(SELFPLAY.read_bytes()).read().decode()
-    handle, chosen = io.StringIO(text), []
-    for _ in range(GAMES):
-        chosen.append(str(chess.pgn.read_game(handle)))
+    chosen = [str(game) for game in sample_games("selfplay.pgn.zst", GAMES)]
     path = tmp_path_factory.mktemp("games") / "selfplay3.pgn"
     path.write_text("\n\n".join(chosen) + "\n")
     return path
