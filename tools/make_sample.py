@@ -31,7 +31,7 @@ import pathlib
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import chess
@@ -114,37 +114,38 @@ class NodeLimitedEngines:
             agent.close()
 
 
-def played_game(
-    board: chess.Board,
-    outcome,
-    opening,
-    *,
-    event: str,
-    game_id: str,
-    round_number: int,
-    white: str,
-    black: str,
-) -> chess.pgn.Game:
-    """A game the sample's agents played, as Lichess-style PGN with its opening's name."""
-    game = chess.pgn.Game.from_board(board)
-    capped = outcome.termination.startswith("max plies")
-    lichess_headers(
-        game,
-        {
-            "Event": f"searchless-chess sample {event} (tools/make_sample.py)",
-            "Site": "?",
-            "Date": "????.??.??",
-            "Round": str(round_number),
-            "White": white,
-            "Black": black,
-            "Result": outcome.result,
-            "TimeControl": "-",
-            "Termination": "Unterminated" if capped else "Normal",
-            "GameId": game_id,
-        },
-    )
-    game.headers["Opening"] = opening.label
-    return game
+def play_series(
+    label: str, event: str, game_ids: str, pairing: Callable, games: int, max_plies: int
+) -> list[chess.pgn.Game]:
+    """Game i between `pairing(i)` = (white, black, opening), as Lichess-style PGN with a
+    GameId `<game_ids>-NNN`, the opening's name and the agents' names."""
+    progress = Progress(label, games, "games")
+    played = []
+    for i in range(games):
+        white, black, opening = pairing(i)
+        board, outcome = play_game(white, black, opening, max_plies)
+        game = chess.pgn.Game.from_board(board)
+        capped = outcome.termination.startswith("max plies")
+        lichess_headers(
+            game,
+            {
+                "Event": f"searchless-chess sample {event} (tools/make_sample.py)",
+                "Site": "?",
+                "Date": "????.??.??",
+                "Round": str(i + 1),
+                "White": white.name,
+                "Black": black.name,
+                "Result": outcome.result,
+                "TimeControl": "-",
+                "Termination": "Unterminated" if capped else "Normal",
+                "GameId": f"{game_ids}-{i + 1:03d}",
+            },
+        )
+        game.headers["Opening"] = opening.label
+        played.append(game)
+        progress.update(i + 1, f"{opening.label}: {outcome.result} ({outcome.termination})")
+    progress.done()
+    return played
 
 
 # --- 1. famous games ---------------------------------------------------------------------
@@ -215,29 +216,16 @@ class SelfPlayRules:
 def selfplay_games(engine: str, rules: SelfPlayRules = SelfPlayRules()) -> list[chess.pgn.Game]:
     pairs = [(w, b) for b in rules.budgets for w in rules.budgets if w != b]
     openings = load_openings()
-    games = []
-    progress = Progress("self-play", rules.games, "games")
     with NodeLimitedEngines(engine) as engines:
-        for i in range(rules.games):
+
+        def pairing(i: int):
             white_nodes, black_nodes = pairs[i % len(pairs)]
-            white, black = engines.get(white_nodes), engines.get(black_nodes)
             opening = openings[(7 * i) % len(openings)]  # 7 is coprime to the set's size
-            board, outcome = play_game(white, black, opening, rules.max_plies)
-            games.append(
-                played_game(
-                    board,
-                    outcome,
-                    opening,
-                    event="self-play",
-                    game_id=f"selfplay-{i + 1:03d}",
-                    round_number=i + 1,
-                    white=white.name,
-                    black=black.name,
-                )
-            )
-            progress.update(i + 1, f"{opening.label}: {outcome.result} ({outcome.termination})")
-    progress.done()
-    return games
+            return engines.get(white_nodes), engines.get(black_nodes), opening
+
+        return play_series(
+            "self-play", "self-play", "selfplay", pairing, rules.games, rules.max_plies
+        )
 
 
 # --- 3. mismatches -----------------------------------------------------------------------
@@ -254,33 +242,20 @@ class MismatchRules:
 
 def mismatch_games(engine: str, rules: MismatchRules = MismatchRules()) -> list[chess.pgn.Game]:
     openings = load_openings()
-    games = []
-    progress = Progress("mismatch", rules.games, "games")
     with NodeLimitedEngines(engine) as engines:
-        for i in range(rules.games):
+
+        def pairing(i: int):
             mover = RandomAgent(seed=i, name=f"random seed={i}")
             if i % 4 == 3:
                 opponent = RandomAgent(seed=10_000 + i, name=f"random seed={10_000 + i}")
             else:
                 opponent = engines.get(rules.budgets[i % len(rules.budgets)])
-            white, black = (opponent, mover) if i % 2 == 0 else (mover, opponent)
             opening = openings[(11 * i) % len(openings)]  # 11 is coprime to the set's size
-            board, outcome = play_game(white, black, opening, rules.max_plies)
-            games.append(
-                played_game(
-                    board,
-                    outcome,
-                    opening,
-                    event="mismatches",
-                    game_id=f"mismatch-{i + 1:03d}",
-                    round_number=i + 1,
-                    white=white.name,
-                    black=black.name,
-                )
-            )
-            progress.update(i + 1, f"{opening.label}: {outcome.result} ({outcome.termination})")
-    progress.done()
-    return games
+            return (opponent, mover, opening) if i % 2 == 0 else (mover, opponent, opening)
+
+        return play_series(
+            "mismatch", "mismatches", "mismatch", pairing, rules.games, rules.max_plies
+        )
 
 
 # --- 4. puzzles --------------------------------------------------------------------------
