@@ -69,7 +69,7 @@ def summarize(predicted: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> d
 
 # --- CLI: a checkpoint against an annotated test split -----------------------------------
 
-_EVAL_COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob"]
+_EVAL_COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
 
 
 def read_rows(path: str, max_boards: int | None = None) -> list[dict]:
@@ -147,14 +147,19 @@ def evaluate_checkpoint(
 ) -> dict:
     """Action accuracy, Kendall's tau, mean |win-prob error| and log-loss over `rows`
     (dicts with the columns of pipeline.schema; `moves` in action-space order). Boards
-    without legal moves are left out."""
+    without legal moves are left out, and so are partial boards (only some moves valued):
+    accuracy and tau compare every legal move."""
     from pipeline.progress import Progress
 
     predicted, truth = [], []
     loss_sum, loss_count = 0.0, 0
     progress = Progress("metrics", len(rows), "boards") if show_progress else None
     for start in range(0, len(rows), chunk_boards):
-        chunk = [row for row in rows[start : start + chunk_boards] if row["moves"]]
+        chunk = [
+            row
+            for row in rows[start : start + chunk_boards]
+            if row["moves"] and not row.get("partial", False)
+        ]
         scores, losses = score_rows(predictor, chunk)
         for row, board_scores in zip(chunk, scores, strict=True):
             predicted.append(board_scores.astype(np.float64))

@@ -86,6 +86,7 @@ class TrainConfig:
     sampler: str = "uniform"  # uniform | weighted (by the board's `count`)
     hl_gauss: bool = False  # soft HL-Gauss targets over the bins instead of one-hot
     hl_gauss_sigma_ratio: float = 0.75  # sigma in units of the bin width
+    av_partial: bool = False  # AV: also train on partial boards (only some moves valued)
     compute_dtype: str = "float32"  # float32 | bfloat16 (parameters stay float32)
     log_every: int = 50
     eval_every: int = 500  # 0: evaluate only at the end

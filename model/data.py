@@ -6,8 +6,11 @@ parallel arrays, so that afterwards a batch is pure numpy fancy indexing.
 
 The three targets are views of the one table:
 
-- AV: items are (board, move) pairs; target = bin of the move's win probability.
-- SV: items are boards; target = bin of the board's state win probability.
+- AV: items are (board, move) pairs; target = bin of the move's win probability. Boards
+  marked `partial` (only some moves valued, e.g. the Lichess evaluation database's principal
+  variations) are left out unless `av_partial` is set: trained on them alone, a model sees
+  only good moves and learns that every move is good.
+- SV: items are boards with a state value; target = bin of the board's state win probability.
 - BC: items are boards with a best move; target = the best move's action index.
 
 Order: each epoch is a seeded permutation of all items across all shards (`uniform`) or n
@@ -30,14 +33,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from model import bins
 from model.actions import indices_to_moves, moves_to_indices
 from model.tokenizer import tokenize_batch
-from pipeline.schema import board_files, check_schema
+from pipeline.schema import board_files, read_board_file
 
-_COLUMNS = ["fen", "count", "moves", "win_probs", "best_move", "state_win_prob"]
+_COLUMNS = ["fen", "count", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
 
 
 class DataError(ValueError):
@@ -53,8 +55,9 @@ class BoardData:
     fens: np.ndarray  # (N,) object
     states: np.ndarray  # (N, 77) uint8 tokens
     counts: np.ndarray  # (N,) int64
-    state_win_probs: np.ndarray  # (N,) float32
+    state_win_probs: np.ndarray  # (N,) float32, NaN where the board has no state value
     best_actions: np.ndarray  # (N,) int32, -1 where the board has no best move
+    partial: np.ndarray  # (N,) bool: the board's moves are only some of its legal moves
     pair_offsets: np.ndarray  # (N + 1,) int64
     pair_board: np.ndarray  # (P,) int32
     pair_actions: np.ndarray  # (P,) int32
@@ -91,6 +94,7 @@ def load_boards(path: str) -> BoardData:
         counts=np.concatenate([p["counts"] for p in parts]),
         state_win_probs=np.concatenate([p["state_win_probs"] for p in parts]),
         best_actions=np.concatenate([p["best_actions"] for p in parts]),
+        partial=np.concatenate([p["partial"] for p in parts]),
         pair_offsets=offsets,
         pair_board=np.repeat(np.arange(len(lengths), dtype=np.int32), lengths),
         pair_actions=np.concatenate([p["actions"] for p in parts]),
@@ -99,8 +103,7 @@ def load_boards(path: str) -> BoardData:
 
 
 def _load_file(file: str) -> dict:
-    check_schema(pq.read_schema(file), file)
-    table = pq.read_table(file, columns=_COLUMNS)
+    table = read_board_file(file, _COLUMNS)
     fens_list = table["fen"].to_pylist()
 
     def fail(row: int, problem: str) -> DataError:
@@ -133,8 +136,9 @@ def _load_file(file: str) -> dict:
     if bad_prob.size:
         p = int(bad_prob[0])
         raise fail(int(pair_row[p]), f"win probability {win_probs[p]} is outside [0, 1]")
-    state_probs = table["state_win_prob"].to_numpy().astype(np.float32)
-    bad_state = np.flatnonzero(~((state_probs >= 0) & (state_probs <= 1)))
+    state_probs = table["state_win_prob"].to_numpy(zero_copy_only=False).astype(np.float32)
+    has_state = table["state_win_prob"].is_valid().to_numpy(zero_copy_only=False)
+    bad_state = np.flatnonzero(has_state & ~((state_probs >= 0) & (state_probs <= 1)))
     if bad_state.size:
         row = int(bad_state[0])
         raise fail(row, f"state_win_prob {state_probs[row]} is outside [0, 1]")
@@ -156,6 +160,7 @@ def _load_file(file: str) -> dict:
         "counts": counts,
         "state_win_probs": state_probs,
         "best_actions": best_actions,
+        "partial": table["partial"].to_numpy(zero_copy_only=False).astype(bool),
         "offsets": offsets,
         "actions": actions,
         "win_probs": win_probs,
@@ -185,23 +190,30 @@ class ItemView:
         return len(self.board)
 
 
-def make_view(data: BoardData, target: str, num_bins: int) -> ItemView:
+def make_view(data: BoardData, target: str, num_bins: int, av_partial: bool = False) -> ItemView:
+    """The items of one target (see the module doc); `av_partial` keeps partial boards in AV."""
     if target == "av":
-        board = data.pair_board
-        value = data.pair_win_probs
+        pairs = slice(None) if av_partial else ~data.partial[data.pair_board]
+        board = data.pair_board[pairs]
+        value = data.pair_win_probs[pairs]
         return ItemView(
             "av",
             board,
-            data.pair_actions,
+            data.pair_actions[pairs],
             bins.to_bins(value, num_bins),
             value,
             data.counts[board].astype(np.float64),
         )
     if target == "sv":
-        board = np.arange(data.num_boards, dtype=np.int32)
-        value = data.state_win_probs
+        board = np.flatnonzero(~np.isnan(data.state_win_probs)).astype(np.int32)
+        value = data.state_win_probs[board]
         return ItemView(
-            "sv", board, None, bins.to_bins(value, num_bins), value, data.counts.astype(np.float64)
+            "sv",
+            board,
+            None,
+            bins.to_bins(value, num_bins),
+            value,
+            data.counts[board].astype(float),
         )
     if target == "bc":
         board = np.flatnonzero(data.best_actions >= 0).astype(np.int32)
@@ -209,6 +221,21 @@ def make_view(data: BoardData, target: str, num_bins: int) -> ItemView:
             "bc", board, None, data.best_actions[board], None, data.counts[board].astype(float)
         )
     raise ValueError(f"unknown target {target!r}")
+
+
+def describe_missing(data: BoardData, target: str, av_partial: bool = False) -> str:
+    """Why a target has no items in `data`: what the boards hold instead."""
+    partial = int(data.partial.sum())
+    if target == "av" and partial and not av_partial:
+        return (
+            f"{partial} of {data.num_boards} boards are partial (only some moves valued) and "
+            "AV leaves them out; set train.av_partial = true to train on them"
+        )
+    if target == "sv":
+        return f"none of the {data.num_boards} boards has a state value"
+    if target == "bc":
+        return f"none of the {data.num_boards} boards has a best move"
+    return f"the {data.num_boards} boards have no moves"
 
 
 def epoch_order(view: ItemView, epoch: int, seed: int, sampler: str) -> np.ndarray:
@@ -245,6 +272,7 @@ class Batches:
         position: int = 0,
         hl_gauss: bool = False,
         hl_gauss_sigma_ratio: float = 0.75,
+        av_partial: bool = False,
         prefetch: int = 4,
         process_index: int = 0,
         process_count: int = 1,
@@ -252,9 +280,12 @@ class Batches:
         if batch_size % process_count:
             raise ValueError(f"batch size {batch_size} is not divisible by {process_count} hosts")
         self.data = data
-        self.view = make_view(data, target, num_bins)
+        self.view = make_view(data, target, num_bins, av_partial)
         if len(self.view) == 0:
-            raise DataError(f"no {target} examples in {list(data.files)}")
+            raise DataError(
+                f"no {target} examples in {list(data.files)}: "
+                + describe_missing(data, target, av_partial)
+            )
         self.num_bins = num_bins
         self.batch_size = batch_size
         self.seed = seed

@@ -272,13 +272,15 @@ class Evaluator:
             seed=t.seed,
             hl_gauss=t.hl_gauss,
             hl_gauss_sigma_ratio=t.hl_gauss_sigma_ratio,
+            av_partial=t.av_partial,
             prefetch=0,
             process_index=jax.process_index(),
             process_count=jax.process_count(),
         )
         self.batches = [placement.global_batch(next(batches)) for _ in range(t.eval_batches)]
         self.step = _jitted(config.model, t, placement).evaluate
-        playable = np.flatnonzero(np.diff(test.pair_offsets) > 0)
+        # Accuracy and tau compare every legal move, so they need complete boards.
+        playable = np.flatnonzero((np.diff(test.pair_offsets) > 0) & ~test.partial)
         rng = np.random.default_rng(t.seed)
         chosen = np.sort(rng.choice(playable, min(t.eval_boards, len(playable)), replace=False))
         self.boards = [chess.Board(test.fens[i]) for i in chosen]
@@ -414,6 +416,7 @@ def train(
         position=position,
         hl_gauss=t.hl_gauss,
         hl_gauss_sigma_ratio=t.hl_gauss_sigma_ratio,
+        av_partial=t.av_partial,
         prefetch=t.prefetch,
         process_index=jax.process_index(),
         process_count=jax.process_count(),

@@ -21,6 +21,7 @@ import chess
 
 from model.actions import legal_actions
 from pipeline.engine import EngineError, Limit, MoveSearch, UciEngine
+from pipeline.schema import SOURCE_ANNOTATE
 
 
 class NoLegalMoves(ValueError):
@@ -53,6 +54,8 @@ def board_row(fen: str, count: int, searches: list[MoveSearch], engine: str, lim
         "state_win_prob": best.score.win_prob,
         "state_cp": best.score.cp,
         "state_mate": best.score.mate,
+        "partial": False,
+        "source": SOURCE_ANNOTATE,
         "engine": engine,
         "limit": str(limit),
     }

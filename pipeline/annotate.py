@@ -66,6 +66,7 @@ from pipeline.schema import (
     JOURNAL_RUN_FILE,
     SCHEMA_VERSION,
     STATS_FILE,
+    SchemaError,
     check_schema,
     journal_part_name,
 )
@@ -475,7 +476,8 @@ class ReadJournalPart(beam.DoFn):
         try:
             with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
                 table = pq.read_table(pa.BufferReader(f.read()))
-            check_schema(table.schema, path)
+            if check_schema(table.schema, path) != SCHEMA_VERSION:
+                raise SchemaError(f"{path}: written by an older version of the schema")
         except Exception as e:  # noqa: BLE001 - any unreadable part is skipped the same way
             self._stats.count("journal_parts_unreadable")
             self._stats.example("journal_unreadable", f"{path}: {e}")

@@ -5,6 +5,18 @@ action-space order; `win_probs`, `cp` and `mate` are parallel to it, from the vi
 side to move. Raw `cp`/`mate` are kept next to the probabilities so other conversions stay
 possible. The schema is versioned in the file's metadata; readers refuse what they don't know.
 
+Version 2 (this code writes it) added, so that data made elsewhere fits the same table:
+- `partial`: True when `moves` is only some of the legal moves (the Lichess evaluation
+  database values only its principal variations' first moves). The AV loader leaves such
+  boards out unless asked, because a model that only ever sees good moves learns that every
+  move is good.
+- `source`: where the values come from (SOURCES below), next to `engine` and `limit`.
+- `win_probs` and `state_win_prob` became float64, so imported values (ChessBench stores
+  float64) are kept exactly and export back unchanged; `state_win_prob` became nullable for
+  boards that only have a best move (ChessBench behavioural-cloning records).
+Version 1 files are still read: `read_board_file` upgrades them (float32 -> float64,
+`partial` False, `source` "annotate").
+
 Files live at `<out>/<split>/boards-SSSSS-of-NNNNN.parquet`, failures beside them at
 `<out>/<split>/failures-SSSSS-of-NNNNN.parquet`, and the run's statistics in `stats.json`.
 While a run is unfinished, `<out>/<split>/_journal/` holds its settings (`run.json`) and the
@@ -21,8 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
-KNOWN_VERSIONS = frozenset({1})
+SCHEMA_VERSION = 2
+KNOWN_VERSIONS = frozenset({1, 2})
 _VERSION_KEY = b"searchless_chess.schema_version"
 _KIND_KEY = b"searchless_chess.kind"
 
@@ -40,20 +52,32 @@ JOURNAL_PART_PATTERN = f"{JOURNAL_PART_PREFIX}-*{JOURNAL_PART_SUFFIX}"
 # Small row groups keep random access cheap: a reader decodes one group to reach a row.
 ROW_GROUP_SIZE = 1024
 
+# Values of the `source` column.
+SOURCE_ANNOTATE = "annotate"  # this pipeline: Lichess games annotated by pipeline/annotate.py
+SOURCE_CHESSBENCH = "chessbench"  # the paper's released data (pipeline/import_chessbench.py)
+SOURCE_LICHESS_EVALS = "lichess-evals"  # lichess_db_eval (pipeline/import_lichess_evals.py)
+SOURCES = (SOURCE_ANNOTATE, SOURCE_CHESSBENCH, SOURCE_LICHESS_EVALS)
+
 BOARD_FIELDS = [
     pa.field("fen", pa.string(), nullable=False),
     pa.field("count", pa.int64(), nullable=False),
     pa.field("moves", pa.list_(pa.string()), nullable=False),
-    pa.field("win_probs", pa.list_(pa.float32()), nullable=False),
+    pa.field("win_probs", pa.list_(pa.float64()), nullable=False),
     pa.field("cp", pa.list_(pa.int32())),  # entries null where the score is a mate
     pa.field("mate", pa.list_(pa.int32())),  # entries null where the score is centipawns
-    pa.field("best_move", pa.string(), nullable=False),
-    pa.field("state_win_prob", pa.float32(), nullable=False),
+    pa.field("best_move", pa.string(), nullable=False),  # "" when the board has none
+    pa.field("state_win_prob", pa.float64()),  # null when only a best move is known
     pa.field("state_cp", pa.int32()),
     pa.field("state_mate", pa.int32()),
+    pa.field("partial", pa.bool_(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
     pa.field("engine", pa.string(), nullable=False),
     pa.field("limit", pa.string(), nullable=False),
 ]
+
+# What version 1 files differ in: read_board_file upgrades them to the fields above.
+_V1_TYPES = {"win_probs": pa.list_(pa.float32()), "state_win_prob": pa.float32()}
+_ADDED_IN_V2 = {"partial": False, "source": SOURCE_ANNOTATE}
 
 FAILURE_FIELDS = [
     pa.field("fen", pa.string(), nullable=False),
@@ -78,8 +102,9 @@ class SchemaError(ValueError):
     """A Parquet file whose schema this version of the code does not know."""
 
 
-def check_schema(schema: pa.Schema, source: str, expected: pa.Schema = BOARD_SCHEMA) -> None:
-    """Raises SchemaError naming `source` unless `schema` is a known version of `expected`."""
+def check_schema(schema: pa.Schema, source: str, expected: pa.Schema = BOARD_SCHEMA) -> int:
+    """The schema version of a file, or SchemaError naming `source` unless `schema` is a
+    known version of `expected` (a version 1 board file has version 1's column types)."""
     metadata = schema.metadata or {}
     raw_version = metadata.get(_VERSION_KEY)
     if raw_version is None:
@@ -101,14 +126,41 @@ def check_schema(schema: pa.Schema, source: str, expected: pa.Schema = BOARD_SCH
             f"{source}: holds {metadata.get(_KIND_KEY, b'?').decode()!r} rows, "
             f"expected {expected_kind.decode()!r}"
         )
+    old_boards = version == 1 and expected_kind == b"boards"
     for field in expected:
+        if old_boards and field.name in _ADDED_IN_V2:
+            continue
         if field.name not in schema.names:
             raise SchemaError(f"{source}: missing column {field.name!r}")
         actual = schema.field(field.name).type
-        if actual != field.type:
+        wanted = _V1_TYPES.get(field.name, field.type) if old_boards else field.type
+        if actual != wanted:
             raise SchemaError(
-                f"{source}: column {field.name!r} has type {actual}, expected {field.type}"
+                f"{source}: column {field.name!r} has type {actual}, expected {wanted}"
             )
+    return version
+
+
+def read_board_file(file: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """One board file's rows (all columns, or `columns` in that order), schema-checked and
+    in the current version's types whatever version the file was written with."""
+    version = check_schema(pq.read_schema(file), file)
+    wanted = list(columns) if columns is not None else BOARD_SCHEMA.names
+    unknown = [name for name in wanted if name not in BOARD_SCHEMA.names]
+    if unknown:
+        raise ValueError(f"no board columns {unknown}; the columns are {BOARD_SCHEMA.names}")
+    if version == SCHEMA_VERSION:
+        return pq.read_table(file, columns=wanted)
+    stored = [name for name in wanted if name not in _ADDED_IN_V2]
+    table = pq.read_table(file, columns=stored)
+    arrays = []
+    for name in wanted:
+        field = BOARD_SCHEMA.field(name)
+        if name in _ADDED_IN_V2:
+            arrays.append(pa.array([_ADDED_IN_V2[name]] * len(table), field.type))
+        else:
+            arrays.append(table[name].cast(field.type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema([BOARD_SCHEMA.field(n) for n in wanted]))
 
 
 def shard_name(prefix: str, index: int, num_shards: int) -> str:
@@ -135,16 +187,15 @@ def board_files(path: str) -> list[str]:
 
 def read_boards(path: str, columns: Sequence[str] | None = None) -> pa.Table:
     """All board rows at `path` (file, shard directory or glob), schema-checked."""
-    tables = []
-    for file in board_files(path):
-        check_schema(pq.read_schema(file), file)
-        tables.append(pq.read_table(file, columns=columns))
-    return pa.concat_tables(tables)
+    return pa.concat_tables([read_board_file(file, columns) for file in board_files(path)])
 
 
 def boards_table(rows: Iterable[Mapping]) -> pa.Table:
-    """Rows as dicts (the columns of BOARD_SCHEMA) -> a schema-carrying Arrow table."""
-    return pa.Table.from_pylist(list(rows), schema=BOARD_SCHEMA)
+    """Rows as dicts (the columns of BOARD_SCHEMA) -> a schema-carrying Arrow table.
+
+    A row without `partial` or `source` is a complete board annotated by this pipeline, so
+    hand-made rows (tests, small tools) need not spell them out."""
+    return pa.Table.from_pylist([{**_ADDED_IN_V2, **row} for row in rows], schema=BOARD_SCHEMA)
 
 
 def write_boards(rows: Iterable[Mapping], path: str) -> None:

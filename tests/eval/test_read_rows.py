@@ -12,7 +12,7 @@ def test_rows_hold_the_columns_the_metrics_need(annotated):
     rows = read_rows(str(annotated / "test"))
     table = read_boards(str(annotated / "test"))
     assert len(rows) == table.num_rows == 20
-    assert set(rows[0]) == {"fen", "moves", "win_probs", "best_move", "state_win_prob"}
+    assert set(rows[0]) == {"fen", "moves", "win_probs", "best_move", "state_win_prob", "partial"}
     assert [row["fen"] for row in rows] == table.column("fen").to_pylist()
     assert rows[3]["moves"] == table.column("moves")[3].as_py()
 

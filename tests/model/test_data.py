@@ -6,7 +6,6 @@ import collections
 import itertools
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -71,6 +70,72 @@ def test_sv_and_bc_views_are_boards(rows, data):
     np.testing.assert_array_equal(bc.label, [move_to_index(r["best_move"]) for r in rows])
     batch = next(Batches(data, "bc", 128, batch_size=8, seed=0, prefetch=0))
     assert "actions" not in batch and batch["targets"].dtype == np.int32
+
+
+@pytest.fixture(scope="module")
+def mixed(rows, tmp_path_factory, shard_writer):
+    """Rows as the importers make them: complete boards; partial boards (a few moves
+    valued, as from the Lichess evaluations); boards with only a state value (ChessBench SV);
+    boards with only a best move (ChessBench BC)."""
+    complete = [dict(r) for r in rows[:20]]
+    partial = [
+        dict(r, moves=r["moves"][:2], win_probs=r["win_probs"][:2], cp=None, mate=None)
+        for r in rows[20:30]
+    ]
+    partial = [dict(r, partial=True, best_move=r["moves"][0]) for r in partial]
+    state_only = [
+        dict(r, moves=[], win_probs=[], cp=None, mate=None, best_move="", partial=True)
+        for r in rows[30:35]
+    ]
+    best_only = [
+        dict(r, moves=[], win_probs=[], cp=None, mate=None, state_win_prob=None, partial=True)
+        for r in rows[35:40]
+    ]
+    all_rows = complete + partial + state_only + best_only
+    directory = shard_writer(all_rows, tmp_path_factory.mktemp("mixed"), 2)
+    return all_rows, load_boards(str(directory))
+
+
+def test_av_leaves_partial_boards_out_unless_asked(mixed):
+    all_rows, data = mixed
+    assert data.partial.tolist() == [bool(r.get("partial")) for r in all_rows]
+    complete_pairs = sum(len(r["moves"]) for r in all_rows[:20])
+    without = make_view(data, "av", 32)
+    assert len(without) == complete_pairs
+    assert not data.partial[without.board].any()
+    with_partial = make_view(data, "av", 32, av_partial=True)
+    assert len(with_partial) == complete_pairs + 2 * 10 == data.num_pairs
+    # The kept pairs keep their own actions and values, not their neighbours'.
+    truth = {
+        (r["fen"], move_to_index(m)): p
+        for r in all_rows
+        for m, p in zip(r["moves"], r["win_probs"], strict=True)
+    }
+    got = [(data.fens[b], a) for b, a in zip(with_partial.board, with_partial.action, strict=True)]
+    np.testing.assert_array_equal(
+        with_partial.label, bins.to_bins(np.float32([truth[key] for key in got]), 32)
+    )
+
+
+def test_sv_takes_boards_with_a_state_value_and_bc_boards_with_a_best_move(mixed):
+    all_rows, data = mixed
+    sv = make_view(data, "sv", 32)
+    assert sorted(sv.board.tolist()) == [
+        i for i, r in enumerate(all_rows) if r["state_win_prob"] is not None
+    ]
+    assert np.isnan(data.state_win_probs[35:40]).all()
+    bc = make_view(data, "bc", 32)
+    assert sorted(bc.board.tolist()) == [i for i, r in enumerate(all_rows) if r["best_move"]]
+
+
+def test_no_av_examples_says_the_partial_boards_were_left_out(mixed, tmp_path, shard_writer):
+    all_rows, _ = mixed
+    only_partial = shard_writer(all_rows[20:30], tmp_path, 1)
+    data = load_boards(str(only_partial))
+    with pytest.raises(DataError, match="10 of 10 boards are partial.*av_partial"):
+        Batches(data, "av", 32, batch_size=4, seed=0, prefetch=0)
+    batch = next(Batches(data, "av", 32, batch_size=4, seed=0, prefetch=0, av_partial=True))
+    assert batch["actions"].shape == (4,)
 
 
 def test_an_epoch_visits_every_pair_once_shuffled_across_shards(data):
@@ -175,7 +240,7 @@ def test_a_bad_row_is_named(tmp_path, rows, shard_writer):
 def test_mismatched_lists_are_named(tmp_path, rows):
     bad = [dict(r) for r in rows[:5]]
     bad[2]["win_probs"] = bad[2]["win_probs"][:-1]
-    table = pa.Table.from_pylist(bad, schema=boards_table(rows[:1]).schema)
+    table = boards_table(bad)
     pq.write_table(table, tmp_path / "boards-00000-of-00001.parquet")
     with pytest.raises(DataError, match="row 2 .*win_probs"):
         load_boards(str(tmp_path))

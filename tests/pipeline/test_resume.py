@@ -65,7 +65,8 @@ def _assert_same_outputs(split: pathlib.Path, reference_split: pathlib.Path) -> 
 def _row(fen: str) -> dict:
     return {"fen": fen, "count": 1, "moves": ["e2e4"], "win_probs": [0.5], "cp": [0],
             "mate": [None], "best_move": "e2e4", "state_win_prob": 0.5, "state_cp": 0,
-            "state_mate": None, "engine": "test", "limit": LIMIT}  # fmt: skip
+            "state_mate": None, "partial": False, "source": "annotate", "engine": "test",
+            "limit": LIMIT}  # fmt: skip
 
 
 def test_the_journal_writer_flushes_every_n_rows_or_after_a_minute(tmp_path):
