@@ -1,0 +1,830 @@
+"""The Lichess evaluation database -> annotated-board Parquet (schema v2, `source` lichess-evals).
+
+    python -m pipeline.import_lichess_evals --input lichess_db_eval.jsonl.zst --output DIR \\
+        [--split train] [--rows-per-shard 1000000] [--max-lines N] [--overwrite]
+
+Input: https://database.lichess.org/#evals (CC0), one JSON object per line,
+`{"fen": ..., "evals": [{"pvs": [{"cp"|"mate": ..., "line": "uci uci ..."}, ...],
+"knodes": ..., "depth": ...}, ...]}`, zstd-compressed (recognised by its magic bytes; an
+uncompressed `.jsonl` works too). It is streamed, never held in memory.
+
+One line -> one board row:
+- The deepest evaluation is used (highest `depth`; ties: more `knodes`, then the first).
+  Shallower evaluations are discarded unchecked beyond their depth and knodes.
+- The FEN has no clocks: the eval DB drops them (its positions are keyed on what matters to
+  the engine), but our FENs, and so the tokenizer, need all six fields. Missing clocks become
+  DEFAULT_HALFMOVE (0) and DEFAULT_FULLMOVE (1), what python-chess and Lichess assume for a
+  bare position. The FEN is then written as python-chess writes it (`board.fen()`).
+- `count` is 1: the database holds each position once; duplicates are not looked for (that
+  would need every FEN in memory).
+- `moves` are the distinct first moves of the evaluation's PVs, normalised by python-chess
+  (`e1h1` castling becomes `e1g1`), in action-space order (model/actions.py); a repeated first
+  move keeps its first PV's score and is counted (`duplicate_pv_moves`). `cp`/`mate` are
+  Lichess's white-view scores turned to the side to move's view, `win_probs` come from
+  `pipeline.values.win_probability`, exactly as in the annotation pipeline.
+- `best_move` and `state_*` come from the PV with the highest win probability, the first one
+  among equals. Lichess lists PVs best first, so that is the first PV unless a later one is
+  strictly better, which is counted (`best_pv_not_first`): `best_move` must be an argmax of
+  `win_probs`, or the policy (BC) and value (AV) targets of one board would disagree.
+- `partial` is False only when the PV first moves are all the legal moves.
+- `engine` is ENGINE, `limit` `depth=D,knodes=K` of the evaluation used.
+
+A line that cannot become such a row goes to the failures output (FAILURE_SCHEMA) with an
+error `FILE:LINE: reason: detail`, and is counted by reason in stats.json, so that
+boards + failures == lines. Reasons: not_json, bad_record (JSON of another shape), bad_fen
+(python-chess rejects it), invalid_position (parsed, but not a legal chess position),
+no_legal_moves (checkmate or stalemate: nothing to learn, and `moves` may not be empty),
+no_pvs, illegal_move (a PV's first move is unparsable or illegal), no_score (a PV with
+neither cp nor mate), bad_score (both, not an integer, out of int32, or `mate` 0 on a board
+that has moves: mate 0 means the side to move is already mated).
+
+Output, at `DIR/<split>/`: `boards-SSSSS-of-NNNNN.parquet`, `failures-SSSSS-of-NNNNN.parquet`
+(shard i holds the failures of the lines of boards shard i) and `stats.json`. Shards are cut
+in input order, `rows_per_shard` boards each (the last one fewer). NNNNN is known only at the
+end, so while the import runs each completed part is kept in `DIR/<split>/_import/` (its two
+Parquet files, each written under a temporary name and renamed, then `part-SSSSS.json` with
+its line range and counts, which makes it complete), beside `run.json` (the settings). Once
+the input is read, `finished.json` is written, the parts are renamed to their final names,
+stats.json is written and `_import/` is deleted.
+
+Resume: rerun with the same arguments and the completed parts are kept, their lines skipped
+(decompressed and counted, not parsed) and the import goes on from the next line; a rerun
+that finds `finished.json` only finishes the renaming. Different settings are an error
+(ImportMismatch); `--overwrite` starts over; a finished output is refused unless
+`--overwrite`. Paths are local.
+
+`import_lichess_evals(input_path, output_dir, config)` is the programmatic entry point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import os
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import chess
+import pyarrow as pa
+import pyarrow.parquet as pq
+import zstandard
+
+from model.actions import ACTION_TO_INDEX
+from pipeline.progress import Progress, format_duration
+from pipeline.schema import (
+    BOARD_SCHEMA,
+    BOARDS_PREFIX,
+    FAILURE_SCHEMA,
+    FAILURES_PREFIX,
+    ROW_GROUP_SIZE,
+    SCHEMA_VERSION,
+    SOURCE_LICHESS_EVALS,
+    STATS_FILE,
+    shard_name,
+)
+from pipeline.values import win_probability
+
+DEFAULT_HALFMOVE = 0
+DEFAULT_FULLMOVE = 1
+ENGINE = "lichess cloud eval (Stockfish, various versions)"
+DEFAULT_ROWS_PER_SHARD = 1_000_000
+DEFAULT_PROGRESS_SECONDS = 5.0
+MAX_EXAMPLES = 5  # example errors kept per reason in stats.json
+FAILED_TEXT_CHARS = 200  # of a line with no FEN to show in the failures output
+
+IMPORT_DIR = "_import"
+RUN_FILE = "run.json"
+FINISHED_FILE = "finished.json"
+_PART_MANIFEST = "part-{:05d}.json"
+_PART_FILE = "{}-part-{:05d}.parquet"
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_CHUNK_BYTES = 1 << 20
+_PROGRESS_EVERY_LINES = 1024  # how often the clock is looked at, not how often it prints
+_INT32 = 2**31
+
+# Failure reasons (stats.json lists every one, with its count, zero or not).
+REASONS = (
+    "not_json",
+    "bad_record",
+    "bad_fen",
+    "invalid_position",
+    "no_legal_moves",
+    "no_pvs",
+    "illegal_move",
+    "no_score",
+    "bad_score",
+)
+
+
+class InputError(OSError):
+    """An input that cannot be opened or read to its end; `path` names it.
+
+    (pipeline.sources has its twin; importing it would load Apache Beam, which this
+    single-process importer does not otherwise need.)
+    """
+
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+# --- one line -> one row (pure) ----------------------------------------------------------
+
+
+class BadLine(ValueError):
+    """A line that makes no board row: `reason` (one of REASONS) and what was wrong.
+
+    `fen` and `limit` are the line's as far as they could be read, for the failure row.
+    """
+
+    def __init__(self, reason: str, detail: str, fen: str | None = None, limit: str | None = None):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.fen = fen
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class Converted:
+    """A board row (the columns of BOARD_SCHEMA) and the stats notes it earned."""
+
+    row: dict[str, Any]
+    duplicate_pv_moves: int = 0
+    best_pv_not_first: bool = False
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int  # not bool, not float: Lichess writes integers
+
+
+def deepest_evaluation(evals: Any, fen: str | None = None) -> dict[str, Any]:
+    """The evaluation with the highest depth; ties go to more knodes, then to the first."""
+    if not isinstance(evals, list) or not evals:
+        raise BadLine("bad_record", "`evals` is not a non-empty list", fen)
+    best, best_key = None, None
+    for i, evaluation in enumerate(evals):
+        if not isinstance(evaluation, dict):
+            raise BadLine("bad_record", f"evals[{i}] is not an object", fen)
+        depth, knodes = evaluation.get("depth"), evaluation.get("knodes")
+        if not (_is_int(depth) and _is_int(knodes)):
+            raise BadLine("bad_record", f"evals[{i}] lacks integer depth and knodes", fen)
+        if best_key is None or (depth, knodes) > best_key:
+            best, best_key = evaluation, (depth, knodes)
+    return best
+
+
+def complete_fen(fen: str) -> str:
+    """`fen` with DEFAULT_HALFMOVE and DEFAULT_FULLMOVE appended if it has only 4 fields."""
+    fields = fen.split()
+    if len(fields) == 4:
+        return f"{' '.join(fields)} {DEFAULT_HALFMOVE} {DEFAULT_FULLMOVE}"
+    return fen
+
+
+def canonical_fen(board: chess.Board, placement: str) -> str:
+    """`board.fen()`, reusing the FEN's piece placement when python-chess accepted it as is.
+
+    python-chess only accepts a placement in its canonical form (no two digits in a row, eight
+    squares a rank), except for crazyhouse's `~`; writing it anew would cost a fifth of a
+    line's time, so the parsed text is reused. Castling and en passant are written by python-chess
+    (cleaned rights; the square only when a legal en passant exists).
+    """
+    if "~" in placement:
+        placement = board.board_fen()
+    turn = "w" if board.turn == chess.WHITE else "b"
+    ep = chess.square_name(board.ep_square) if board.has_legal_en_passant() else "-"
+    return (
+        f"{placement} {turn} {board.castling_xfen()} {ep} "
+        f"{board.halfmove_clock} {board.fullmove_number}"
+    )
+
+
+def _score(pv: dict[str, Any], index: int, sign: int, fen: str, limit: str) -> tuple:
+    """(cp, mate) of a PV from the side to move's view (white's view times `sign`)."""
+    cp, mate = pv.get("cp"), pv.get("mate")
+    if cp is None and mate is None:
+        raise BadLine("no_score", f"pvs[{index}] has neither cp nor mate", fen, limit)
+    if cp is not None and mate is not None:
+        raise BadLine("bad_score", f"pvs[{index}] has both cp and mate", fen, limit)
+    value = cp if cp is not None else mate
+    # Symmetric bounds: the score is negated for black, and -(-2**31) is no int32.
+    if not _is_int(value) or not -_INT32 < value < _INT32:
+        raise BadLine("bad_score", f"pvs[{index}] score {value!r} is not an int32", fen, limit)
+    if mate == 0:
+        # Mate 0 says the side to move is mated now, yet this PV has a legal first move.
+        raise BadLine("bad_score", f"pvs[{index}] has mate 0 on a board with moves", fen, limit)
+    return (cp * sign, None) if cp is not None else (None, mate * sign)
+
+
+def convert_record(record: Any) -> Converted:
+    """One decoded JSON line -> its board row; BadLine says why there is none."""
+    if not isinstance(record, dict):
+        raise BadLine("bad_record", f"a JSON {type(record).__name__}, not an object")
+    fen = record.get("fen")
+    if not isinstance(fen, str):
+        raise BadLine("bad_record", "no string `fen`")
+    evaluation = deepest_evaluation(record.get("evals"), fen)
+    limit = f"depth={evaluation['depth']},knodes={evaluation['knodes']}"
+    try:
+        board = chess.Board(complete_fen(fen))
+    except ValueError as e:
+        raise BadLine("bad_fen", str(e), fen, limit) from None
+    status = board.status()
+    if status:
+        flags = "|".join(flag.name for flag in chess.Status if flag and flag in status)
+        raise BadLine("invalid_position", f"python-chess finds {flags}", fen, limit)
+    pvs = evaluation.get("pvs")
+    if not isinstance(pvs, list):
+        raise BadLine("bad_record", "the deepest evaluation has no `pvs` list", fen, limit)
+    if not pvs:
+        if not any(board.generate_legal_moves()):
+            raise BadLine("no_legal_moves", "checkmate or stalemate", fen, limit)
+        raise BadLine("no_pvs", "the deepest evaluation has no PVs", fen, limit)
+
+    sign = 1 if board.turn == chess.WHITE else -1
+    values: dict[str, tuple] = {}  # uci -> (cp, mate, win_prob), PV order
+    duplicates = 0
+    best_uci, best_p, best_index = None, -1.0, -1
+    for i, pv in enumerate(pvs):
+        if not isinstance(pv, dict):
+            raise BadLine("bad_record", f"pvs[{i}] is not an object", fen, limit)
+        line = pv.get("line")
+        first = line.split(" ", 1)[0] if isinstance(line, str) else ""
+        try:
+            move = board.parse_uci(first)
+        except ValueError as e:
+            if not any(board.generate_legal_moves()):
+                raise BadLine("no_legal_moves", "checkmate or stalemate", fen, limit) from None
+            raise BadLine(
+                "illegal_move", f"pvs[{i}] starts with {first!r}: {e}", fen, limit
+            ) from None
+        cp, mate = _score(pv, i, sign, fen, limit)
+        uci = board.uci(move)
+        if uci in values:
+            duplicates += 1
+            continue
+        p = win_probability(cp=cp) if cp is not None else win_probability(mate=mate)
+        values[uci] = (cp, mate, p)
+        if p > best_p:  # strictly better: the first PV wins ties
+            best_uci, best_p, best_index = uci, p, i
+
+    moves = sorted(values, key=ACTION_TO_INDEX.__getitem__)
+    # The PV moves are distinct and legal: the board has more legal moves iff a generator
+    # yields one more, which spares generating all of them.
+    partial = next(itertools.islice(board.generate_legal_moves(), len(moves), None), None)
+    best_cp, best_mate, _ = values[best_uci]
+    row = {
+        "fen": canonical_fen(board, fen.split(None, 1)[0]),
+        "count": 1,
+        "moves": moves,
+        "win_probs": [values[m][2] for m in moves],
+        "cp": [values[m][0] for m in moves],
+        "mate": [values[m][1] for m in moves],
+        "best_move": best_uci,
+        "state_win_prob": best_p,
+        "state_cp": best_cp,
+        "state_mate": best_mate,
+        "partial": partial is not None,
+        "source": SOURCE_LICHESS_EVALS,
+        "engine": ENGINE,
+        "limit": limit,
+    }
+    return Converted(row, duplicates, best_index != 0)
+
+
+def convert_line(text: str | bytes) -> Converted:
+    """One input line (JSON text) -> its board row; BadLine says why there is none."""
+    try:
+        record = json.loads(text)
+    except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
+        raise BadLine("not_json", str(e)) from None
+    return convert_record(record)
+
+
+# --- reading the input ---------------------------------------------------------------------
+
+
+class _Input:
+    """The input's decompressed bytes in chunks; `position` is how far into the file
+    (compressed bytes) the reading is, for the ETA."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self.size = os.path.getsize(path)
+            self._raw: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
+        except OSError as e:
+            raise InputError(path, f"cannot open: {e.strerror or e}") from e
+        self.compressed = self._raw.read(4) == _ZSTD_MAGIC
+        self._raw.seek(0)
+
+    @property
+    def position(self) -> int:
+        return self._raw.tell()
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def chunks(self) -> Iterator[bytes]:
+        if not self.compressed:
+            while data := self._read():
+                yield data
+            return
+        # A loop over frames rather than zstandard's stream_reader, which returns a cut-short
+        # file's partial data without an error.
+        decompressor = zstandard.ZstdDecompressor()
+        frame, frame_started = decompressor.decompressobj(), False
+        while data := self._read():
+            while data:
+                try:
+                    out = frame.decompress(data)
+                except zstandard.ZstdError as e:
+                    raise InputError(
+                        self.path, f"corrupt zstd data near byte {self.position:,}: {e}"
+                    ) from e
+                frame_started = True
+                if out:
+                    yield out
+                if not frame.eof:
+                    break
+                data = frame.unused_data  # the next frame starts inside this chunk
+                frame, frame_started = decompressor.decompressobj(), False
+        if frame_started and not frame.eof:
+            raise InputError(
+                self.path, f"truncated zstd stream: it ends mid-frame at byte {self.position:,}"
+            )
+
+    def _read(self) -> bytes:
+        try:
+            return self._raw.read(_CHUNK_BYTES)
+        except OSError as e:
+            raise InputError(self.path, f"unreadable: {e}") from e
+
+
+def split_lines(chunks: Iterable[bytes], skip: int = 0) -> Iterator[bytes]:
+    """The lines of a byte stream (no `\\n`, no trailing `\\r`), after the first `skip`.
+
+    Skipped lines are only counted, never split out, so resuming past completed parts costs
+    little more than the decompression. A last line without `\\n` counts if it is not empty.
+    """
+    pending = b""
+    for chunk in chunks:
+        if skip:
+            newlines = chunk.count(b"\n")
+            if newlines < skip:
+                skip -= newlines
+                continue
+            end = -1
+            for _ in range(skip):
+                end = chunk.index(b"\n", end + 1)
+            chunk, skip, pending = chunk[end + 1 :], 0, b""
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            yield line[:-1] if line.endswith(b"\r") else line
+    if skip:
+        raise ValueError(f"the input ended with {skip:,} of the lines to skip still unread")
+    if pending:
+        yield pending[:-1] if pending.endswith(b"\r") else pending
+
+
+# --- writing parts -------------------------------------------------------------------------
+
+
+class _ColumnBuffer:
+    """Rows collected by column and written as row groups of ROW_GROUP_SIZE to `path`
+    (opened on the first write, so an empty part costs nothing until it is closed)."""
+
+    def __init__(self, path: str, schema: pa.Schema):
+        self.path = path
+        self.schema = schema
+        self.columns: dict[str, list] = {name: [] for name in schema.names}
+        self.rows = 0
+        self._writer: pq.ParquetWriter | None = None
+
+    def append(self, row: dict[str, Any]) -> None:
+        for name, values in self.columns.items():
+            values.append(row[name])
+        self.rows += 1
+        if len(self.columns["fen"]) >= ROW_GROUP_SIZE:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, self.schema)
+        table = pa.Table.from_pydict(self.columns, schema=self.schema)
+        self._writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
+        for values in self.columns.values():
+            values.clear()
+
+    def close(self) -> None:
+        if self.columns["fen"] or self._writer is None:
+            self._flush()
+        self._writer.close()
+
+
+def _part_path(directory: str, prefix: str, index: int) -> str:
+    return os.path.join(directory, _PART_FILE.format(prefix, index))
+
+
+def _write_json(path: str, document: dict[str, Any]) -> None:
+    """Writes `path` whole or not at all (a temporary file renamed into place)."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "w") as handle:
+        json.dump(document, handle, indent=2)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+class _Part:
+    """One part being written: the boards of its lines, their failures and their counts."""
+
+    def __init__(self, directory: str, index: int, first_line: int, input_name: str):
+        self.directory = directory
+        self.index = index
+        self.first_line = first_line
+        self.input_name = input_name
+        self.started = time.monotonic()
+        self.boards = _ColumnBuffer(self._file(BOARDS_PREFIX) + ".tmp", BOARD_SCHEMA)
+        self.failures = _ColumnBuffer(self._file(FAILURES_PREFIX) + ".tmp", FAILURE_SCHEMA)
+        self.counts: Counter[str] = Counter()
+        self.examples: dict[str, list[str]] = {}
+
+    def _file(self, prefix: str) -> str:
+        return _part_path(self.directory, prefix, self.index)
+
+    def add_board(self, converted: Converted) -> None:
+        row = converted.row
+        self.boards.append(row)
+        self.counts["boards"] += 1
+        self.counts["partial_boards"] += row["partial"]
+        self.counts["action_values"] += len(row["moves"])
+        self.counts["duplicate_pv_moves"] += converted.duplicate_pv_moves
+        self.counts["best_pv_not_first"] += converted.best_pv_not_first
+
+    def add_failure(self, error: BadLine, line_number: int, text: bytes) -> None:
+        message = f"{self.input_name}:{line_number}: {error}"
+        fen = error.fen
+        if fen is None:
+            fen = text[:FAILED_TEXT_CHARS].decode("utf-8", errors="replace")
+        self.failures.append(
+            {"fen": fen, "count": 1, "error": message, "engine": ENGINE, "limit": error.limit}
+        )
+        self.counts[f"failed.{error.reason}"] += 1
+        examples = self.examples.setdefault(error.reason, [])
+        if len(examples) < MAX_EXAMPLES:
+            examples.append(message[:300])
+
+    def commit(self, last_line: int) -> dict[str, Any]:
+        """Closes the part's files, renames them into place and writes its manifest, which
+        makes the part complete; returns the manifest."""
+        for buffer, prefix in ((self.boards, BOARDS_PREFIX), (self.failures, FAILURES_PREFIX)):
+            buffer.close()
+            os.replace(buffer.path, self._file(prefix))
+        manifest = {
+            "index": self.index,
+            "first_line": self.first_line,
+            "last_line": last_line,
+            "counts": dict(sorted(self.counts.items())),
+            "examples": self.examples,
+            "elapsed_s": round(time.monotonic() - self.started, 3),
+        }
+        _write_json(os.path.join(self.directory, _PART_MANIFEST.format(self.index)), manifest)
+        return manifest
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportConfig:
+    """How to import (the command line's options; see `_parser` for each one's meaning)."""
+
+    split: str = "train"
+    rows_per_shard: int = DEFAULT_ROWS_PER_SHARD
+    max_lines: int | None = None
+    overwrite: bool = False
+    progress_seconds: float = DEFAULT_PROGRESS_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.rows_per_shard < 1:
+            raise ValueError(f"--rows-per-shard must be at least 1, got {self.rows_per_shard}")
+        if self.max_lines is not None and self.max_lines < 0:
+            raise ValueError(f"--max-lines must not be negative, got {self.max_lines}")
+
+
+class ImportMismatch(ValueError):
+    """The split holds an interrupted import made with other settings."""
+
+
+# run_identity's keys as the command line spells them, for error messages.
+_FLAGS = {
+    "input": "--input",
+    "input_bytes": "--input (its size)",
+    "rows_per_shard": "--rows-per-shard",
+    "max_lines": "--max-lines",
+}
+
+
+def run_identity(input_path: str, config: ImportConfig) -> dict[str, Any]:
+    """Everything that decides an import's output: its parts are reused only if this matches."""
+    return {
+        "format": 1,  # of this module's rows; bump when a change alters them
+        "schema_version": SCHEMA_VERSION,
+        "input": os.path.abspath(input_path),
+        "input_bytes": os.path.getsize(input_path),
+        "rows_per_shard": config.rows_per_shard,
+        "max_lines": config.max_lines,
+        "default_clocks": [DEFAULT_HALFMOVE, DEFAULT_FULLMOVE],
+    }
+
+
+def _outputs(split_dir: str) -> list[str]:
+    if not os.path.isdir(split_dir):
+        return []
+    ours = (BOARDS_PREFIX + "-", FAILURES_PREFIX + "-", STATS_FILE)
+    return sorted(os.path.join(split_dir, n) for n in os.listdir(split_dir) if n.startswith(ours))
+
+
+def _load_parts(import_dir: str, finished: bool) -> list[dict[str, Any]]:
+    """The manifests of the completed parts, in order: the longest run of consecutive parts
+    whose files are there (in `_import/`, or already renamed when `finished`)."""
+    manifests = []
+    for index in itertools.count():
+        path = os.path.join(import_dir, _PART_MANIFEST.format(index))
+        if not os.path.exists(path):
+            break
+        with open(path) as handle:
+            manifest = json.load(handle)
+        expected_first = manifests[-1]["last_line"] + 1 if manifests else 1
+        present = all(
+            os.path.exists(_part_path(import_dir, p, index)) or finished
+            for p in (BOARDS_PREFIX, FAILURES_PREFIX)
+        )
+        if manifest["index"] != index or manifest["first_line"] != expected_first or not present:
+            break
+        manifests.append(manifest)
+    return manifests
+
+
+def _prepare(input_path: str, split_dir: str, config: ImportConfig) -> list[dict] | None:
+    """Readies `split_dir`: returns the completed parts to resume from (possibly none).
+
+    Raises ImportMismatch for an interrupted import with other settings and FileExistsError
+    for a finished one, unless `overwrite`, which deletes outputs and parts alike.
+    """
+    import_dir = os.path.join(split_dir, IMPORT_DIR)
+    run_file = os.path.join(import_dir, RUN_FILE)
+    identity = run_identity(input_path, config)
+    if config.overwrite:
+        for path in _outputs(split_dir):
+            os.remove(path)
+        shutil.rmtree(import_dir, ignore_errors=True)
+    if os.path.exists(run_file):
+        with open(run_file) as handle:
+            recorded = json.load(handle)["settings"]
+        differences = [
+            f"{_FLAGS.get(key, key)} ({json.dumps(recorded.get(key))} then, "
+            f"{json.dumps(identity.get(key))} now)"
+            for key in sorted(set(recorded) | set(identity))
+            if recorded.get(key) != identity.get(key)
+        ]
+        if differences:
+            raise ImportMismatch(
+                f"{split_dir} holds an interrupted import made with other settings: "
+                f"{'; '.join(differences)}. Rerun with its settings to resume it, or pass "
+                "--overwrite to start over"
+            )
+        finished = os.path.exists(os.path.join(import_dir, FINISHED_FILE))
+        parts = _load_parts(import_dir, finished)
+        keep = {RUN_FILE, FINISHED_FILE} | {_PART_MANIFEST.format(p["index"]) for p in parts}
+        keep |= {
+            os.path.basename(_part_path(import_dir, prefix, p["index"]))
+            for p in parts
+            for prefix in (BOARDS_PREFIX, FAILURES_PREFIX)
+        }
+        for name in os.listdir(import_dir):  # a killed part's files, temporary files
+            if name not in keep:
+                os.remove(os.path.join(import_dir, name))
+        return parts
+    if os.path.isdir(import_dir):  # a start cut short before run.json was written
+        shutil.rmtree(import_dir)
+    existing = _outputs(split_dir)
+    if existing:
+        raise FileExistsError(
+            f"{split_dir} already holds a finished output ({len(existing)} files, e.g. "
+            f"{existing[0]}); pass --overwrite to replace it"
+        )
+    os.makedirs(import_dir, exist_ok=True)
+    created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    _write_json(run_file, {"settings": identity, "created_at": created})
+    return []
+
+
+def _read_parts(
+    source: _Input,
+    import_dir: str,
+    config: ImportConfig,
+    done: list[dict[str, Any]],
+    input_name: str,
+) -> tuple[list[dict[str, Any]], int]:
+    """Imports the lines after the completed parts `done`; returns all parts' manifests and
+    how many lines this call converted."""
+    parts = list(done)
+    skip = parts[-1]["last_line"] if parts else 0
+    if skip:
+        print(
+            f"import: resuming after {len(parts)} completed parts: skipping their {skip:,} lines "
+            "(decompressed, not parsed)",
+            file=sys.stderr,
+            flush=True,
+        )
+    progress: Progress | None = None
+    baseline = 0
+    part: _Part | None = None
+    number = skip
+    started = time.monotonic()
+    for number, text in enumerate(split_lines(source.chunks(), skip), start=skip + 1):
+        if config.max_lines is not None and number > config.max_lines:
+            number -= 1
+            break
+        if progress is None:  # after the skipped lines: the rate counts this run's work
+            progress = Progress("import", source.size, "MB", config.progress_seconds, scale=1e-6)
+            baseline = source.position
+            started = time.monotonic()
+        if part is None:
+            part = _Part(import_dir, len(parts), number, input_name)
+        try:
+            part.add_board(convert_line(text))
+        except BadLine as e:
+            part.add_failure(e, number, text)
+        if part.counts["boards"] == config.rows_per_shard:
+            parts.append(part.commit(number))
+            part = None
+        if not number % _PROGRESS_EVERY_LINES:
+            progress.update(source.position, _progress_extra(number - skip, started), baseline)
+    if part is not None or not parts:  # the rest, or one empty part for an empty input
+        parts.append((part or _Part(import_dir, len(parts), number + 1, input_name)).commit(number))
+    if progress is not None:
+        progress.update(source.position, _progress_extra(number - skip, started), baseline, True)
+    return parts, number - skip
+
+
+def _progress_extra(lines: int, started: float) -> str:
+    elapsed = time.monotonic() - started
+    rate = lines / elapsed if elapsed > 0 else 0.0
+    return f"| {lines:,} lines, {rate:,.0f} lines/s"
+
+
+def _finish(split_dir: str, parts: list[dict[str, Any]]) -> None:
+    """Renames the parts to their final names (a rerun after a crash here goes on renaming)."""
+    import_dir = os.path.join(split_dir, IMPORT_DIR)
+    for manifest in parts:
+        index = manifest["index"]
+        for prefix in (BOARDS_PREFIX, FAILURES_PREFIX):
+            final = os.path.join(split_dir, shard_name(prefix, index, len(parts)))
+            part = _part_path(import_dir, prefix, index)
+            if os.path.exists(part):
+                os.replace(part, final)
+            elif not os.path.exists(final):
+                raise FileNotFoundError(f"{part}: missing, and not renamed to {final} either")
+
+
+def summarize(
+    parts: list[dict[str, Any]], identity: dict[str, Any], split_dir: str, run: dict[str, Any]
+) -> dict[str, Any]:
+    """The stats.json document: the parts' counts added up, with the run's settings."""
+    counts: Counter[str] = Counter()
+    examples: dict[str, list[str]] = {}
+    for manifest in parts:
+        counts.update(manifest["counts"])
+        for reason, texts in manifest["examples"].items():
+            mine = examples.setdefault(reason, [])
+            mine.extend(texts[: MAX_EXAMPLES - len(mine)])
+    failures = {reason: counts.get(f"failed.{reason}", 0) for reason in REASONS}
+    boards = counts.get("boards", 0)
+    return {
+        "input": identity["input"],
+        "input_bytes": identity["input_bytes"],
+        "output": split_dir,
+        "settings": identity,
+        "source": SOURCE_LICHESS_EVALS,
+        "engine": ENGINE,
+        "lines": parts[-1]["last_line"] if parts else 0,
+        "boards": boards,
+        "partial_boards": counts.get("partial_boards", 0),
+        "complete_boards": boards - counts.get("partial_boards", 0),
+        "action_values": counts.get("action_values", 0),
+        "failures": {"total": sum(failures.values()), "by_reason": failures},
+        "duplicate_pv_moves": counts.get("duplicate_pv_moves", 0),
+        "best_pv_not_first": counts.get("best_pv_not_first", 0),
+        "examples": examples,
+        "shards": len(parts),
+        **run,
+    }
+
+
+def import_lichess_evals(
+    input_path: str, output_dir: str, config: ImportConfig = ImportConfig()
+) -> dict[str, Any]:
+    """Imports `input_path` into `output_dir/<config.split>/`; returns the stats.json document.
+
+    Raises InputError (naming the file) for an unreadable input, ImportMismatch or
+    FileExistsError as described in the module doc.
+    """
+    began = time.monotonic()
+    if not os.path.isfile(input_path):
+        raise InputError(input_path, "no such file")
+    split_dir = os.path.join(output_dir, config.split)
+    import_dir = os.path.join(split_dir, IMPORT_DIR)
+    done = _prepare(input_path, split_dir, config)
+    finished_file = os.path.join(import_dir, FINISHED_FILE)
+    converted = 0
+    if os.path.exists(finished_file):
+        parts = done
+    else:
+        source = _Input(input_path)
+        try:
+            parts, converted = _read_parts(source, import_dir, config, done, input_path)
+        finally:
+            source.close()
+        _write_json(finished_file, {"parts": len(parts)})
+    _finish(split_dir, parts)
+    elapsed = time.monotonic() - began
+    run = {
+        "resumed": {"parts": len(done), "lines": done[-1]["last_line"] if done else 0},
+        "lines_converted": converted,
+        "elapsed_s": round(elapsed, 3),
+        "lines_per_s": round(converted / elapsed, 1) if elapsed > 0 else 0.0,
+        "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    document = summarize(parts, run_identity(input_path, config), split_dir, run)
+    _write_json(os.path.join(split_dir, STATS_FILE), document)
+    os.remove(os.path.join(import_dir, RUN_FILE))  # first: leftovers are then never resumed
+    shutil.rmtree(import_dir)
+    return document
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.import_lichess_evals",
+        description="Import the Lichess evaluation database as annotated-board Parquet.",
+    )
+    parser.add_argument("--input", required=True, help="lichess_db_eval.jsonl.zst (or .jsonl)")
+    parser.add_argument("--output", required=True, help="output directory (DIR/<split>/...)")
+    parser.add_argument("--split", default="train", help="subdirectory of --output")
+    parser.add_argument(
+        "--rows-per-shard",
+        type=int,
+        default=DEFAULT_ROWS_PER_SHARD,
+        help="boards per output file (also the unit of resumption)",
+    )
+    parser.add_argument("--max-lines", type=int, help="read only the first N input lines")
+    parser.add_argument("--overwrite", action="store_true", help="delete any earlier output")
+    parser.add_argument(
+        "--progress-seconds",
+        type=float,
+        default=DEFAULT_PROGRESS_SECONDS,
+        help="seconds between progress lines on stderr",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        config = ImportConfig(
+            split=args.split,
+            rows_per_shard=args.rows_per_shard,
+            max_lines=args.max_lines,
+            overwrite=args.overwrite,
+            progress_seconds=args.progress_seconds,
+        )
+        document = import_lichess_evals(args.input, args.output, config)
+    except (OSError, ValueError) as e:  # InputError, FileExistsError, ImportMismatch, ...
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"import: {document['lines']:,} lines -> {document['boards']:,} boards "
+        f"({document['partial_boards']:,} partial), {document['failures']['total']:,} failures, "
+        f"{document['shards']} shards in {format_duration(document['elapsed_s'])}",
+        file=sys.stderr,
+    )
+    json.dump(document, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
