@@ -70,7 +70,7 @@ from pipeline.schema import (
     check_schema,
     journal_part_name,
 )
-from pipeline.shards import WriteShards, write_parquet
+from pipeline.shards import WriteShards, list_files, output_files, write_parquet
 from pipeline.sources import InputError, expand_inputs, read_lines
 
 FAILURES_TAG = "failures"
@@ -792,15 +792,11 @@ def run_identity(config: AnnotateConfig, inputs: list[str]) -> dict:
     }
 
 
-def _list(directory: str, pattern: str = "*") -> list[str]:
-    return sorted(
-        m.path for m in FileSystems.match([FileSystems.join(directory, pattern)])[0].metadata_list
-    )
-
-
 def list_journal_parts(directory: str) -> list[str]:
     """The complete part files of the journal at `directory` (not a killed write's `.tmp`)."""
-    return [p for p in _list(directory, JOURNAL_PART_PATTERN) if p.endswith(JOURNAL_PART_SUFFIX)]
+    return [
+        p for p in list_files(directory, JOURNAL_PART_PATTERN) if p.endswith(JOURNAL_PART_SUFFIX)
+    ]
 
 
 def delete_journal(directory: str) -> None:
@@ -809,7 +805,7 @@ def delete_journal(directory: str) -> None:
     run_file = FileSystems.join(directory, JOURNAL_RUN_FILE)
     if FileSystems.exists(run_file):
         FileSystems.delete([run_file])
-    leftovers = _list(directory)
+    leftovers = list_files(directory)
     if leftovers:
         FileSystems.delete(leftovers)
     if FileSystems.exists(directory):  # a local directory (object stores have none)
@@ -865,9 +861,8 @@ def _prepare_output(config: AnnotateConfig, identity: dict) -> list[str] | None:
     A fresh run (unless `journal_every` is 0) starts by writing run.json.
     """
     split_dir, journal = config.split_dir, config.journal_dir
-    ours = (BOARDS_PREFIX + "-", FAILURES_PREFIX + "-", STATS_FILE)
-    existing = [p for p in _list(split_dir) if os.path.basename(p).startswith(ours)]
-    journaled = _list(journal)
+    existing = output_files(split_dir)
+    journaled = list_files(journal)
     run_file = FileSystems.join(journal, JOURNAL_RUN_FILE)
     resume = None
     if not config.overwrite and FileSystems.exists(run_file):

@@ -88,19 +88,27 @@ def expand_pattern(pattern: str) -> list[str]:
     return paths
 
 
-def _expand_one(part: str) -> list[str]:
+def shard_names(part: str) -> list[str] | None:
+    """The shard names a `x@N_data.bag` name stands for, unchecked; None without `@N`."""
     directory, name = os.path.split(part)
     specs = _SHARD_SPEC.findall(name)
     if len(specs) > 1:
         raise ValueError(f"{part!r}: more than one @N shard count")
-    if specs:
-        count = int(specs[0])
-        if not 1 <= count <= 99_999:
-            raise ValueError(f"{part!r}: shard count must be 1 to 99999, not {count}")
-        paths = [
-            os.path.join(directory, _SHARD_SPEC.sub(f"-{i:05d}-of-{count:05d}", name))
-            for i in range(count)
-        ]
+    if not specs:
+        return None
+    count = int(specs[0])
+    if not 1 <= count <= 99_999:
+        raise ValueError(f"{part!r}: shard count must be 1 to 99999, not {count}")
+    return [
+        os.path.join(directory, _SHARD_SPEC.sub(f"-{i:05d}-of-{count:05d}", name))
+        for i in range(count)
+    ]
+
+
+def _expand_one(part: str) -> list[str]:
+    paths = shard_names(part)
+    if paths is not None:
+        count = len(paths)
         if not _is_remote(part):
             missing = [p for p in paths if not os.path.exists(p)]
             if missing:

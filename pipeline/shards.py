@@ -10,6 +10,7 @@ pick `--num-shards` so that rows / shards fits comfortably (about 1.5 KB per boa
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable
 
 import apache_beam as beam
@@ -17,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.schema import ROW_GROUP_SIZE, shard_name
+from pipeline.schema import BOARDS_PREFIX, FAILURES_PREFIX, ROW_GROUP_SIZE, STATS_FILE, shard_name
 
 
 def shard_of(fen: str, num_shards: int) -> int:
@@ -69,3 +70,29 @@ class WriteShards(beam.PTransform):
         path = FileSystems.join(self.directory, shard_name(self.prefix, index, self.num_shards))
         write_parquet(list(grouped["rows"]), self.schema, path)
         return path
+
+
+def list_files(directory: str, pattern: str = "*") -> list[str]:
+    """Paths in `directory` (any Beam filesystem) matching `pattern`, sorted."""
+    match = FileSystems.match([FileSystems.join(directory, pattern)])[0]
+    return sorted(m.path for m in match.metadata_list)
+
+
+def output_files(split_dir: str) -> list[str]:
+    """A split's finished outputs: board and failure shards and stats.json."""
+    ours = (BOARDS_PREFIX + "-", FAILURES_PREFIX + "-", STATS_FILE)
+    return [p for p in list_files(split_dir) if os.path.basename(p).startswith(ours)]
+
+
+def clear_outputs(split_dir: str, overwrite: bool) -> None:
+    """Readies a split for a job that writes it whole: refuses existing outputs (a
+    FileExistsError naming them) unless `overwrite`, in which case they are deleted, so
+    that shards of an earlier run with another shard count cannot mix with the new ones."""
+    existing = output_files(split_dir)
+    if existing and not overwrite:
+        raise FileExistsError(
+            f"{split_dir} already holds {len(existing)} output files "
+            f"(e.g. {existing[0]}); pass --overwrite to replace them"
+        )
+    if existing:
+        FileSystems.delete(existing)

@@ -1,0 +1,464 @@
+"""ChessBench bag shards -> annotated-board Parquet, as a Beam pipeline.
+
+    python -m pipeline.import_chessbench --kind av --output data/chessbench \\
+        --input 'data/chessbench/train/action_value@2148_data.bag'
+
+reads the paper's released records (pipeline/bag.py has the format) and writes the one table
+of pipeline/schema.py to `<output>/<split>/boards-*.parquet`, `failures-*.parquet` and
+`stats.json`, so the trainer takes it like data this project annotated. Beam options not
+listed here (`--runner`, `--direct_num_workers`, ...) go to Beam, so the 2,148 action-value
+shards can be imported on a cluster.
+
+Records of a board may sit anywhere in the input, so they are grouped by FEN:
+
+- av (FEN, move, win_prob): one row per board; its moves in action-space order, best_move
+  the highest win probability (ties: first in action-space order), the state value that
+  move's. Moves that are exactly the legal moves make a complete row. Some legal moves
+  missing: the row is kept and marked `partial` (the AV loader leaves it out unless asked),
+  and counted. A move that is not legal, or the same move with two different values: the
+  board goes to the failures output with the reason. A record repeated exactly is counted
+  as a duplicate; the board's `count` is how often its most repeated move occurs.
+- sv (FEN, win_prob): a row with the state value and no moves (`partial`). Repeated boards
+  count; differing values are averaged and counted as conflicts.
+- bc (FEN, move): a row with the best move and no state value (`partial`). Repeated boards
+  count; differing moves are counted as conflicts and the most frequent wins (ties: first in
+  action-space order).
+
+`cp` and `mate` are null (ChessBench keeps only win probabilities); `source` is
+"chessbench". A FEN python-chess or the tokenizer refuses goes to the failures output; a
+shard that cannot be read is named in stats.json's `input_errors` and a warning, and the
+rest is imported. Nothing is dropped without a count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import apache_beam as beam
+import chess
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from model.actions import legal_actions, move_to_index
+from model.tokenizer import tokenize
+from pipeline import stats
+from pipeline.bag import BagFormatError, BagReader, decode_av, decode_bc, decode_sv, expand_pattern
+from pipeline.progress import format_duration
+from pipeline.schema import (
+    BOARD_SCHEMA,
+    BOARDS_PREFIX,
+    FAILURE_SCHEMA,
+    FAILURES_PREFIX,
+    SCHEMA_VERSION,
+    SOURCE_CHESSBENCH,
+    STATS_FILE,
+)
+from pipeline.shards import WriteShards, clear_outputs
+
+KINDS = ("av", "sv", "bc")
+# What the paper says made ChessBench: Stockfish 16 at 50 ms per (board, move).
+CHESSBENCH_ENGINE = "Stockfish 16 (ChessBench)"
+CHESSBENCH_LIMIT = "time=0.05"
+FAILURES_TAG = "failures"
+_DECODERS = {"av": decode_av, "sv": decode_sv, "bc": decode_bc}
+
+
+@dataclass(frozen=True)
+class ImportConfig:
+    input: str  # bag shards: `name@N` spec, glob, path, or comma-separated list of them
+    kind: str  # av | sv | bc
+    output: str  # output root; rows go to <output>/<split>
+    split: str = "train"
+    num_shards: int = 16
+    chunk_records: int = 65_536  # records decoded at once (and the unit of parallelism)
+    overwrite: bool = False
+
+    @property
+    def split_dir(self) -> str:
+        return FileSystems.join(self.output, self.split)
+
+    def validate(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.num_shards < 1 or self.chunk_records < 1:
+            raise ValueError("--num-shards and --chunk-records must be at least 1")
+
+
+# -- reading: shard -> chunks of records -> (fen, records of that board in the chunk) ----------
+
+
+def chunk_ranges(path: str, chunk_records: int) -> Iterable[tuple[str, int, int]]:
+    """(path, start, stop) for each chunk of a shard; raises BagFormatError for a bad one."""
+    with BagReader(path) as reader:
+        n = len(reader)
+    for start in range(0, n, chunk_records):
+        yield path, start, min(start + chunk_records, n)
+
+
+class ListChunks(beam.DoFn):
+    """Shard path -> its chunks; an unreadable shard is an input error, not a crash."""
+
+    def __init__(self, chunk_records: int):
+        self.chunk_records = chunk_records
+
+    def start_bundle(self):
+        self._stats = stats.BundleStats()
+
+    def process(self, path: str):
+        try:
+            chunks = list(chunk_ranges(path, self.chunk_records))
+        except (BagFormatError, OSError) as e:
+            self._input_error(path, e)
+            return
+        self._stats.count("shards")
+        yield from chunks
+
+    def _input_error(self, path: str, error: Exception) -> None:
+        self._stats.count("unreadable_shards")
+        self._stats.input_error(path, f"{type(error).__name__}: {error}")
+        print(f"WARNING: skipping {path}: {error}", file=sys.stderr, flush=True)
+
+    def finish_bundle(self):
+        yield self._stats.emit()
+
+
+class DecodeChunk(beam.DoFn):
+    """(path, start, stop) -> (fen, values) per board in the chunk: av values are
+    [(move, win_prob), ...], sv [win_prob, ...], bc [move, ...]. Grouping within the chunk
+    first means the shuffle moves boards, not records."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def start_bundle(self):
+        self._stats = stats.BundleStats()
+
+    def process(self, element):
+        path, start, stop = element
+        try:
+            with BagReader(path) as reader:
+                data, offsets = reader.read_range(start, stop)
+            columns = _DECODERS[self.kind](data, offsets, source=path, first_index=start)
+        except (BagFormatError, OSError) as e:
+            self._stats.count("unreadable_chunks")
+            self._stats.count("records_unread", stop - start)
+            self._stats.input_error(path, f"records {start}-{stop - 1}: {e}")
+            print(f"WARNING: skipping records {start}-{stop - 1} of {path}: {e}", file=sys.stderr)
+            return
+        self._stats.count("records", stop - start)
+        yield from group_by_fen(self.kind, columns)
+
+    def finish_bundle(self):
+        yield self._stats.emit()
+
+
+def group_by_fen(kind: str, columns: tuple) -> Iterable[tuple[str, list]]:
+    """Decoded columns -> (fen, that board's values), boards in order of first appearance."""
+    groups: dict[str, list] = {}
+    if kind == "av":
+        fens, moves, probs = columns
+        for fen, move, p in zip(fens, moves, probs.tolist(), strict=True):
+            groups.setdefault(fen, []).append((move, p))
+    elif kind == "sv":
+        fens, probs = columns
+        for fen, p in zip(fens, probs.tolist(), strict=True):
+            groups.setdefault(fen, []).append(p)
+    else:
+        fens, moves = columns
+        for fen, move in zip(fens, moves, strict=True):
+            groups.setdefault(fen, []).append(move)
+    return groups.items()
+
+
+# -- one board's records -> a row ---------------------------------------------------------------
+
+
+class BoardRejected(ValueError):
+    """The records of a board cannot make a row: the message says why."""
+
+
+def _check_board(fen: str) -> chess.Board:
+    try:
+        board = chess.Board(fen)
+        tokenize(fen)
+    except ValueError as e:
+        raise BoardRejected(f"unusable FEN: {e}") from None
+    return board
+
+
+def _row(fen: str, count: int, **values) -> dict:
+    row = {
+        "fen": fen,
+        "count": count,
+        "moves": [],
+        "win_probs": [],
+        "cp": None,
+        "mate": None,
+        "best_move": "",
+        "state_win_prob": None,
+        "state_cp": None,
+        "state_mate": None,
+        "partial": True,
+        "source": SOURCE_CHESSBENCH,
+        "engine": CHESSBENCH_ENGINE,
+        "limit": CHESSBENCH_LIMIT,
+    }
+    row.update(values)
+    return row
+
+
+def av_row(fen: str, records: Sequence[tuple[str, float]], tally: stats.BundleStats) -> dict:
+    """The row of one board's action-value records (see the module doc for the rules)."""
+    board = _check_board(fen)
+    values: dict[str, float] = {}
+    copies: collections.Counter[str] = collections.Counter()
+    for move, p in records:
+        if move in values and values[move] != p:
+            raise BoardRejected(f"move {move} has two win probabilities, {values[move]} and {p}")
+        values[move] = p
+        copies[move] += 1
+    tally.count("duplicate_records", len(records) - len(values))
+    legal = legal_actions(board)
+    illegal = sorted(set(values) - set(legal))
+    if illegal:
+        raise BoardRejected(f"moves not legal on this board: {' '.join(illegal)}")
+    moves = [m for m in legal if m in values]
+    probs = [values[m] for m in moves]
+    best = max(range(len(moves)), key=lambda i: (probs[i], -i))
+    partial = len(moves) < len(legal)
+    if partial:
+        missing = [m for m in legal if m not in values]
+        tally.count("partial_boards")
+        tally.example("partial_boards", f"{fen}: no records for {' '.join(missing[:8])}")
+    return _row(
+        fen,
+        max(copies.values()),
+        moves=moves,
+        win_probs=probs,
+        best_move=moves[best],
+        state_win_prob=probs[best],
+        partial=partial,
+    )
+
+
+def sv_row(fen: str, records: Sequence[float], tally: stats.BundleStats) -> dict:
+    _check_board(fen)
+    if len(set(records)) > 1:
+        tally.count("conflicting_boards")
+        tally.example("conflicting_boards", f"{fen}: win probabilities {sorted(set(records))}")
+    return _row(fen, len(records), state_win_prob=sum(records) / len(records))
+
+
+def bc_row(fen: str, records: Sequence[str], tally: stats.BundleStats) -> dict:
+    board = _check_board(fen)
+    legal = set(legal_actions(board))
+    illegal = sorted(set(records) - legal)
+    if illegal:
+        raise BoardRejected(f"moves not legal on this board: {' '.join(illegal)}")
+    votes = collections.Counter(records)
+    if len(votes) > 1:
+        tally.count("conflicting_boards")
+        tally.example("conflicting_boards", f"{fen}: best moves {dict(sorted(votes.items()))}")
+    best = min(votes, key=lambda m: (-votes[m], move_to_index(m)))
+    return _row(fen, len(records), best_move=best)
+
+
+_ROW_MAKERS = {"av": av_row, "sv": sv_row, "bc": bc_row}
+
+
+class MakeRows(beam.DoFn):
+    """(fen, [values of each chunk]) -> a BOARD_SCHEMA row, or a failure row."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def start_bundle(self):
+        self._stats = stats.BundleStats()
+
+    def process(self, element):
+        fen, groups = element
+        records = [record for group in groups for record in group]
+        try:
+            row = _ROW_MAKERS[self.kind](fen, records, self._stats)
+        except BoardRejected as e:
+            self._stats.count("failed_boards")
+            self._stats.example("failed_boards", f"{fen}: {e}")
+            failure = {
+                "fen": fen,
+                "count": len(records),
+                "error": str(e),
+                "engine": CHESSBENCH_ENGINE,
+                "limit": CHESSBENCH_LIMIT,
+            }
+            yield beam.pvalue.TaggedOutput(FAILURES_TAG, failure)
+            return
+        self._stats.count("boards")
+        self._stats.count("action_values", len(row["moves"]))
+        yield row
+
+    def finish_bundle(self):
+        yield self._stats.emit()
+
+
+def summarize(merged: dict, static: dict) -> dict:
+    """The stats.json document."""
+    c = merged["counts"]
+    return {
+        **static,
+        "shards": {"read": c.get("shards", 0), "unreadable": c.get("unreadable_shards", 0)},
+        "records": {
+            "read": c.get("records", 0),
+            "unread": c.get("records_unread", 0),
+            "unreadable_chunks": c.get("unreadable_chunks", 0),
+            "duplicates": c.get("duplicate_records", 0),
+        },
+        "boards": {
+            "written": c.get("boards", 0),
+            "partial": c.get("partial_boards", 0),
+            "conflicting": c.get("conflicting_boards", 0),
+            "failed": c.get("failed_boards", 0),
+        },
+        "action_values": c.get("action_values", 0),
+        "input_errors": merged["input_errors"],
+        "examples": merged["examples"],
+    }
+
+
+def build(root: beam.Pipeline, config: ImportConfig, shards: list[str], static: dict) -> None:
+    """Adds the import to `root`: bag shards -> board shards, failures and stats.json."""
+    listed = (
+        root
+        | "Shards" >> beam.Create(shards)
+        | "SpreadShards" >> beam.Reshuffle()
+        | "ListChunks"
+        >> beam.ParDo(ListChunks(config.chunk_records)).with_outputs(stats.STATS_TAG, main="chunks")
+    )
+    decoded = (
+        listed.chunks
+        | "SpreadChunks" >> beam.Reshuffle()
+        | "DecodeChunks"
+        >> beam.ParDo(DecodeChunk(config.kind)).with_outputs(stats.STATS_TAG, main="boards")
+    )
+    made = (
+        decoded.boards
+        | "GroupByFen" >> beam.GroupByKey()
+        | "MakeRows"
+        >> beam.ParDo(MakeRows(config.kind)).with_outputs(
+            stats.STATS_TAG, FAILURES_TAG, main="rows"
+        )
+    )
+    split_dir = config.split_dir
+    _ = made.rows | "WriteBoards" >> WriteShards(
+        split_dir, BOARDS_PREFIX, config.num_shards, BOARD_SCHEMA
+    )
+    _ = made[FAILURES_TAG] | "WriteFailures" >> WriteShards(
+        split_dir, FAILURES_PREFIX, 1, FAILURE_SCHEMA
+    )
+    stats_path = FileSystems.join(split_dir, STATS_FILE)
+    _ = (
+        (listed.stats, decoded.stats, made.stats)
+        | "AllStats" >> beam.Flatten()
+        | "MergeStats" >> beam.CombineGlobally(stats.MergeStats())
+        | "WriteStats" >> beam.Map(lambda m: stats.write_json(stats_path, summarize(m, static)))
+    )
+
+
+def run_config(config: ImportConfig, beam_args: Sequence[str] = ()) -> dict:
+    """Runs the import to completion; returns the stats document (also in stats.json)."""
+    config.validate()
+    shards = expand_pattern(config.input)
+    clear_outputs(config.split_dir, config.overwrite)
+    options = PipelineOptions(list(beam_args))
+    static = {
+        "schema_version": SCHEMA_VERSION,
+        "source": SOURCE_CHESSBENCH,
+        "kind": config.kind,
+        "input": config.input,
+        "num_input_shards": len(shards),
+        "out": config.output,
+        "split": config.split,
+        "num_shards": config.num_shards,
+        "runner": options.get_all_options().get("runner") or "DirectRunner",
+        "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    print(
+        f"import_chessbench: {len(shards)} {config.kind} shard(s) -> {config.split_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
+    began = time.monotonic()
+    root = beam.Pipeline(options=options)
+    build(root, config, shards, static)
+    root.run().wait_until_finish()
+    wall = time.monotonic() - began
+    stats_path = FileSystems.join(config.split_dir, STATS_FILE)
+    document = stats.read_json(stats_path)
+    document["wall_time_s"] = round(wall, 3)
+    document["records_per_s"] = round(document["records"]["read"] / wall, 1) if wall else 0
+    stats.write_json(stats_path, document)
+    return document
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.import_chessbench",
+        description="ChessBench .bag/.bagz shards -> annotated-board Parquet. Options not "
+        "listed here go to Beam (e.g. --runner, --direct_num_workers).",
+    )
+    parser.add_argument(
+        "--input",
+        required=True,
+        help="bag shards: 'dir/action_value@2148_data.bag', a glob, a path, or a comma list",
+    )
+    parser.add_argument("--kind", required=True, choices=KINDS, help="what the records hold")
+    parser.add_argument("--output", required=True, help="output root (any Beam filesystem)")
+    parser.add_argument("--split", default="train", help="subdirectory of --output")
+    parser.add_argument("--num-shards", type=int, default=16, help="output Parquet shards")
+    parser.add_argument("--chunk-records", type=int, default=65_536, help="records per task")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing split")
+    return parser
+
+
+def parse_args(argv: Sequence[str]) -> tuple[ImportConfig, list[str]]:
+    args, beam_args = _parser().parse_known_args(list(argv))
+    config = ImportConfig(
+        input=args.input,
+        kind=args.kind,
+        output=args.output,
+        split=args.split,
+        num_shards=args.num_shards,
+        chunk_records=args.chunk_records,
+        overwrite=args.overwrite,
+    )
+    return config, beam_args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        config, beam_args = parse_args(sys.argv[1:] if argv is None else argv)
+        document = run_config(config, beam_args)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    boards, records = document["boards"], document["records"]
+    print(
+        f"import_chessbench: {records['read']:,} records -> {boards['written']:,} boards "
+        f"({boards['partial']:,} partial), {boards['failed']:,} failed, "
+        f"{len(document['input_errors'])} input error(s), in "
+        f"{format_duration(document['wall_time_s'])}",
+        file=sys.stderr,
+    )
+    json.dump(document, sys.stdout, indent=2)
+    print()
+    return 1 if document["input_errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""ChessBench interop: bag shards the tests write -> Parquet -> bags again, and training on it.
+
+The bag files are made here from the format (pipeline/bag.py, checked against Beam's own
+coders in test_bag.py); the boards are real positions with seeded made-up values."""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+
+import chess
+import numpy as np
+import pytest
+
+from model import config as config_lib
+from model.actions import ACTIONS, legal_actions
+from model.data import load_boards
+from model.train import train
+from pipeline.bag import BagReader, BagWriter, encode_av, encode_bc, encode_sv
+from pipeline.export_chessbench import ExportConfig, export
+from pipeline.import_chessbench import ImportConfig, run_config
+from pipeline.import_chessbench import main as import_main
+from pipeline.schema import read_boards
+
+BEAM = ["--runner=DirectRunner"]
+SPECIAL = [
+    "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1",  # both castlings
+    "rnbqkbnr/ppp1p1pp/8/3pPp2/8/8/PPPP1PPP/RNBQKBNR w KQkq f6 0 3",  # en passant
+    "1n6/P7/8/8/8/8/8/k6K w - - 0 1",  # promotions and underpromotion captures
+]
+
+
+def positions(n: int, seed: int) -> list[str]:
+    """Distinct positions from seeded random games, the special ones first."""
+    rng = random.Random(seed)
+    fens = list(SPECIAL)
+    while len(fens) < n:
+        board = chess.Board()
+        for _ in range(rng.randint(1, 60)):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            board.push(rng.choice(moves))
+            if board.legal_moves.count() and board.fen() not in fens:
+                fens.append(board.fen())
+    return fens[:n]
+
+
+def values(fens: list[str], seed: int) -> dict[str, dict[str, float]]:
+    """A made-up win probability for every legal move of every board."""
+    rng = random.Random(seed)
+    return {fen: {m: rng.random() for m in legal_actions(chess.Board(fen))} for fen in fens}
+
+
+def write_bag(path, records: list[bytes]) -> str:
+    with BagWriter(str(path)) as writer:
+        for record in records:
+            writer.write(record)
+    return str(path)
+
+
+def read_records(paths) -> list[bytes]:
+    out = []
+    for path in paths:
+        with BagReader(str(path)) as reader:
+            out.extend(reader)
+    return out
+
+
+def run_import(tmp_path, pattern: str, kind: str, name: str = "imported", **more) -> dict:
+    config = ImportConfig(input=pattern, kind=kind, output=str(tmp_path / name), **more)
+    return run_config(config, BEAM)
+
+
+@pytest.fixture(scope="module")
+def clean_av(tmp_path_factory):
+    """12 complete boards in two shards, records shuffled so that some boards are split
+    across the shards; and what each board's values are."""
+    directory = tmp_path_factory.mktemp("bags")
+    truth = values(positions(12, seed=1), seed=2)
+    records = [encode_av(fen, m, p) for fen, moves in truth.items() for m, p in moves.items()]
+    random.Random(3).shuffle(records)
+    half = len(records) // 2
+    write_bag(directory / "action_value-00000-of-00002_data.bag", records[:half])
+    write_bag(directory / "action_value-00001-of-00002_data.bag", records[half:])
+    return directory, truth, records
+
+
+@pytest.fixture(scope="module")
+def imported_av(clean_av, tmp_path_factory):
+    directory, _, _ = clean_av
+    out = tmp_path_factory.mktemp("imported")
+    config = ImportConfig(
+        str(directory / "action_value@2_data.bag"), "av", str(out), num_shards=3, chunk_records=50
+    )
+    return out / "train", run_config(config, BEAM)
+
+
+def test_av_records_become_one_complete_row_per_board(clean_av, imported_av):
+    _, truth, records = clean_av
+    split, document = imported_av
+    rows = read_boards(str(split)).to_pylist()
+    assert sorted(r["fen"] for r in rows) == sorted(truth)
+    for row in rows:
+        legal = legal_actions(chess.Board(row["fen"]))
+        assert row["moves"] == legal  # every legal move, in action-space order
+        assert row["win_probs"] == [truth[row["fen"]][m] for m in legal]  # float64, exact
+        best = max(range(len(legal)), key=lambda i: (row["win_probs"][i], -i))
+        assert row["best_move"] == legal[best]
+        assert row["state_win_prob"] == row["win_probs"][best]
+        assert row["cp"] is None and row["mate"] is None
+        assert row["partial"] is False and row["source"] == "chessbench"
+        assert row["count"] == 1
+    assert document["records"]["read"] == len(records)
+    assert document["boards"] == {"written": 12, "partial": 0, "conflicting": 0, "failed": 0}
+    assert document["action_values"] == len(records)
+    assert document["input_errors"] == []
+    on_disk = json.loads((split / "stats.json").read_text())
+    assert on_disk["boards"]["written"] == 12 and on_disk["kind"] == "av"
+    assert len(list(split.glob("boards-*-of-00003.parquet"))) == 3
+
+
+def test_av_round_trip_gives_back_the_same_records(clean_av, imported_av, tmp_path):
+    _, _, records = clean_av
+    split, _ = imported_av
+    result = export(
+        ExportConfig(str(split), "av", str(tmp_path / "out" / "action_value@3_data.bag")),
+        show_progress=False,
+    )
+    assert result["records"] == len(records) and result["boards_exported"] == 12
+    again = read_records(sorted((tmp_path / "out").glob("action_value-*-of-00003_data.bag")))
+    assert collections.Counter(again) == collections.Counter(records)
+    # A board's records stay together in one shard, as the reference code reads them.
+    shards_of_board = collections.defaultdict(set)
+    for path in sorted((tmp_path / "out").iterdir()):
+        with BagReader(str(path)) as reader:
+            for record in reader:
+                shards_of_board[record[1 : 1 + record[0]]].add(path.name)
+    assert all(len(s) == 1 for s in shards_of_board.values())
+
+
+@pytest.mark.parametrize("kind", ["sv", "bc"])
+def test_sv_and_bc_round_trip(tmp_path, kind):
+    fens = positions(10, seed=5)
+    rng = random.Random(6)
+    if kind == "sv":
+        records = [encode_sv(fen, rng.random()) for fen in fens]
+    else:
+        records = [encode_bc(fen, rng.choice(legal_actions(chess.Board(fen)))) for fen in fens]
+    name = "state_value" if kind == "sv" else "behavioral_cloning"
+    pattern = write_bag(tmp_path / f"{name}_data.bagz", records)
+    document = run_import(tmp_path, pattern, kind)
+    assert document["boards"]["written"] == 10
+    rows = read_boards(str(tmp_path / "imported" / "train")).to_pylist()
+    assert all(r["moves"] == [] and r["partial"] for r in rows)
+    if kind == "sv":
+        assert all(r["best_move"] == "" and 0 <= r["state_win_prob"] <= 1 for r in rows)
+    else:
+        assert all(r["state_win_prob"] is None and r["best_move"] for r in rows)
+    out = tmp_path / f"again.{kind}.bag"
+    export(ExportConfig(str(tmp_path / "imported" / "train"), kind, str(out)), False)
+    assert collections.Counter(read_records([out])) == collections.Counter(records)
+
+
+def test_bad_boards_are_reported_and_the_rest_kept(tmp_path):
+    fens = positions(6, seed=7)
+    truth = values(fens, seed=8)
+    records = []
+    for fen, moves in truth.items():
+        records += [encode_av(fen, m, p) for m, p in moves.items()]
+    partial, illegal, conflicting, duplicated = fens[2], fens[3], fens[4], fens[5]
+    dropped = next(iter(truth[partial]))
+    records.remove(encode_av(partial, dropped, truth[partial][dropped]))
+    not_legal = next(m for m in ACTIONS if m not in truth[illegal])
+    records.append(encode_av(illegal, not_legal, 0.5))
+    first = next(iter(truth[conflicting]))
+    records.append(encode_av(conflicting, first, 1 - truth[conflicting][first] / 2))
+    records += [encode_av(duplicated, m, p) for m, p in truth[duplicated].items()]  # all again
+    records.append(encode_av("not a fen", "e2e4", 0.5))
+    document = run_import(tmp_path, write_bag(tmp_path / "av.bag", records), "av")
+
+    rows = {r["fen"]: r for r in read_boards(str(tmp_path / "imported" / "train")).to_pylist()}
+    assert set(rows) == {fens[0], fens[1], partial, duplicated}
+    assert rows[partial]["partial"] is True and dropped not in rows[partial]["moves"]
+    assert len(rows[partial]["moves"]) == len(truth[partial]) - 1
+    assert rows[duplicated]["count"] == 2 and rows[duplicated]["partial"] is False
+    failures = read_failures(tmp_path / "imported" / "train")
+    assert set(failures) == {illegal, conflicting, "not a fen"}
+    assert not_legal in failures[illegal] and "not legal" in failures[illegal]
+    assert "two win probabilities" in failures[conflicting]
+    assert "unusable FEN" in failures["not a fen"]
+    assert document["boards"] == {"written": 4, "partial": 1, "conflicting": 0, "failed": 3}
+    assert document["records"]["duplicates"] == len(truth[duplicated])
+    assert any(partial in text for text in document["examples"]["partial_boards"])
+
+
+def read_failures(split) -> dict[str, str]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(next(split.glob("failures-*.parquet")))
+    return dict(zip(table["fen"].to_pylist(), table["error"].to_pylist(), strict=True))
+
+
+def test_conflicting_bc_and_sv_records_are_counted(tmp_path):
+    fen = positions(1, seed=9)[0]
+    moves = legal_actions(chess.Board(fen))
+    bc = [encode_bc(fen, moves[1]), encode_bc(fen, moves[0]), encode_bc(fen, moves[1])]
+    document = run_import(tmp_path, write_bag(tmp_path / "bc.bag", bc), "bc", "bc")
+    (row,) = read_boards(str(tmp_path / "bc" / "train")).to_pylist()
+    assert row["best_move"] == moves[1] and row["count"] == 3  # the majority
+    assert document["boards"]["conflicting"] == 1
+    sv = [encode_sv(fen, 0.25), encode_sv(fen, 0.75)]
+    document = run_import(tmp_path, write_bag(tmp_path / "sv.bag", sv), "sv", "sv")
+    (row,) = read_boards(str(tmp_path / "sv" / "train")).to_pylist()
+    assert row["state_win_prob"] == 0.5 and row["count"] == 2
+    assert document["boards"]["conflicting"] == 1
+
+
+def test_a_truncated_shard_is_named_and_the_others_imported(clean_av, tmp_path, capsys):
+    directory, truth, _ = clean_av
+    good = directory / "action_value-00000-of-00002_data.bag"
+    cut = tmp_path / "action_value-00001-of-00002_data.bag"
+    whole = (directory / cut.name).read_bytes()
+    cut.write_bytes(whole[: len(whole) // 2])
+    out = tmp_path / "out"
+    code = import_main(["--input", f"{good},{cut}", "--kind", "av", "--output", str(out), *BEAM])
+    assert code == 1  # imported what it could, but says something was wrong
+    document = json.loads((out / "train" / "stats.json").read_text())
+    (error,) = document["input_errors"]
+    assert error["file"] == str(cut)
+    assert document["shards"] == {"read": 1, "unreadable": 1}
+    assert "WARNING" in capsys.readouterr().err
+    # The good shard's boards are there: complete ones, and split ones marked partial.
+    rows = read_boards(str(out / "train")).to_pylist()
+    assert rows and all(r["fen"] in truth for r in rows)
+    assert document["boards"]["partial"] == sum(r["partial"] for r in rows)
+
+
+def test_bad_arguments_and_existing_outputs_are_clear_errors(clean_av, imported_av, capsys):
+    directory, _, _ = clean_av
+    split, _ = imported_av
+    pattern = str(directory / "action_value@2_data.bag")
+    assert import_main(["--input", pattern, "--kind", "av", "--output", str(split.parent)]) == 1
+    assert "already holds" in capsys.readouterr().err
+    missing = str(directory / "action_value@3_data.bag")
+    assert import_main(["--input", missing, "--kind", "av", "--output", "/tmp/x"]) == 1
+    assert "shards missing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target", ["av", "sv", "bc"])
+def test_the_trainer_runs_on_imported_chessbench_data(tmp_path, target):
+    """Each kind imported from a bag the test makes, then trained on, the paper's way."""
+    fens = positions(40, seed=10)
+    truth = values(fens, seed=11)
+    if target == "av":
+        records = [encode_av(f, m, p) for f, moves in truth.items() for m, p in moves.items()]
+    elif target == "sv":
+        records = [encode_sv(f, max(moves.values())) for f, moves in truth.items()]
+    else:
+        records = [encode_bc(f, max(moves, key=moves.get)) for f, moves in truth.items()]
+    run_import(tmp_path, write_bag(tmp_path / "data.bag", records), target, "data")
+    data = load_boards(str(tmp_path / "data" / "train"))
+    assert data.num_boards == 40
+    config = config_lib.from_dict(
+        {
+            "model": {"num_layers": 1, "embedding_dim": 32, "num_heads": 2},
+            "train": {"target": target, "batch_size": 16, "num_steps": 6, "log_every": 2,
+                      "checkpoint_every": 6, "eval_every": 0, "learning_rate": 1e-3,
+                      "num_bins": 32},
+            "data": {"train": str(tmp_path / "data" / "train"), "test": ""},
+        }
+    )  # fmt: skip
+    result = train(config, str(tmp_path / "run"), log=lambda _: None)
+    assert result.step == 6
+    records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    losses = [r["loss"] for r in records if "loss" in r]
+    assert len(losses) == 3 and np.isfinite(losses).all()
