@@ -77,6 +77,7 @@ bench: setup
 	$(PY) -m bench.annotate
 	$(PY) -m bench.inference
 	$(PY) -m bench.train
+	$(PY) -m bench.import
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info

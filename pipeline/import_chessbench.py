@@ -217,34 +217,38 @@ def _row(fen: str, count: int, **values) -> dict:
 def av_row(fen: str, records: Sequence[tuple[str, float]], tally: stats.BundleStats) -> dict:
     """The row of one board's action-value records (see the module doc for the rules)."""
     board = _check_board(fen)
-    values: dict[str, float] = {}
-    copies: collections.Counter[str] = collections.Counter()
-    for move, p in records:
-        if move in values and values[move] != p:
-            raise BoardRejected(f"move {move} has two win probabilities, {values[move]} and {p}")
-        values[move] = p
-        copies[move] += 1
-    tally.count("duplicate_records", len(records) - len(values))
+    values = dict(records)
+    count = 1
+    if len(values) < len(records):  # rare: some record repeated
+        for move, p in records:
+            if values[move] != p:
+                raise BoardRejected(
+                    f"move {move} has two win probabilities, {min(values[move], p)} and "
+                    f"{max(values[move], p)}"
+                )
+        count = max(collections.Counter(move for move, _ in records).values())
+        tally.count("duplicate_records", len(records) - len(values))
     legal = legal_actions(board)
-    illegal = sorted(set(values) - set(legal))
-    if illegal:
-        raise BoardRejected(f"moves not legal on this board: {' '.join(illegal)}")
-    moves = [m for m in legal if m in values]
-    probs = [values[m] for m in moves]
-    best = max(range(len(moves)), key=lambda i: (probs[i], -i))
-    partial = len(moves) < len(legal)
-    if partial:
+    moves = legal
+    if len(values) != len(legal) or not all(m in values for m in legal):
+        legal_set = set(legal)
+        illegal = sorted(m for m in values if m not in legal_set)
+        if illegal:
+            raise BoardRejected(f"moves not legal on this board: {' '.join(illegal)}")
+        moves = [m for m in legal if m in values]
         missing = [m for m in legal if m not in values]
         tally.count("partial_boards")
         tally.example("partial_boards", f"{fen}: no records for {' '.join(missing[:8])}")
+    probs = [values[m] for m in moves]
+    best = max(range(len(probs)), key=probs.__getitem__)  # ties: first in action-space order
     return _row(
         fen,
-        max(copies.values()),
+        count,
         moves=moves,
         win_probs=probs,
         best_move=moves[best],
         state_win_prob=probs[best],
-        partial=partial,
+        partial=len(moves) < len(legal),
     )
 
 

@@ -543,3 +543,43 @@ def test_a_finished_output_is_refused_unless_overwrite(tmp_path):
         "failures-00000-of-00001.parquet",
         "stats.json",
     ]
+
+
+# --- the trainer on imported evaluations ------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["av", "sv", "bc"])
+def test_the_trainer_runs_on_imported_evaluations(tmp_path, target):
+    from model import config as config_lib
+    from model.data import load_boards, make_view
+    from model.train import train
+
+    source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(60, seed=4))
+    import_lichess_evals(str(source), str(tmp_path / "data"), ImportConfig(progress_seconds=60))
+    settings = {
+        "target": target,
+        "batch_size": 16,
+        "num_steps": 4,
+        "log_every": 2,
+        "checkpoint_every": 4,
+        "eval_every": 0,
+        "learning_rate": 1e-3,
+        "num_bins": 32,
+    }
+    model = {"num_layers": 1, "embedding_dim": 32, "num_heads": 2}
+    data = {"train": str(tmp_path / "data" / "train"), "test": ""}  # fmt: skip
+    config = config_lib.from_dict({"model": model, "train": settings, "data": data})
+    if target == "av":
+        # Mostly only principal variations are valued: AV takes those boards when told to.
+        loaded = load_boards(data["train"])
+        assert 0 < loaded.partial.sum() < loaded.num_boards
+        complete_pairs = sum(
+            len(loaded.legal_moves(i)) for i in range(loaded.num_boards) if not loaded.partial[i]
+        )
+        assert len(make_view(loaded, "av", 32)) == complete_pairs
+        assert len(make_view(loaded, "av", 32, av_partial=True)) == loaded.num_pairs
+        config = config.replace(train={"av_partial": True})
+    result = train(config, str(tmp_path / "run"), log=lambda _: None)
+    assert result.step == 4
+    losses = [json.loads(line).get("loss") for line in open(tmp_path / "run" / "metrics.jsonl")]
+    assert [x for x in losses if x is not None] and all(x > 0 for x in losses if x is not None)
