@@ -1,4 +1,5 @@
-"""pipeline/import_lichess_evals.py on small eval-database files the tests write themselves."""
+"""pipeline/lichess_evals.py (one line -> one row) and pipeline/import_lichess_evals.py (the
+streaming import) on small eval-database files the tests write themselves."""
 
 from __future__ import annotations
 
@@ -19,15 +20,13 @@ import zstandard
 from model.actions import move_to_index
 from pipeline import import_lichess_evals as lev
 from pipeline.import_lichess_evals import (
-    ENGINE,
-    BadLine,
     ImportConfig,
     ImportMismatch,
     InputError,
-    convert_line,
     import_lichess_evals,
     main,
 )
+from pipeline.lichess_evals import ENGINE, REASONS, BadLine, convert_line
 from pipeline.schema import BOARD_SCHEMA, FAILURE_SCHEMA, SOURCE_LICHESS_EVALS, check_schema
 from pipeline.values import win_probability
 
@@ -298,7 +297,7 @@ def test_import_writes_rows_failures_and_stats(tmp_path):
     assert stats["lines"] == 12 and stats["boards"] == 3 and stats["shards"] == 2
     assert stats["partial_boards"] == 2 and stats["complete_boards"] == 1
     assert stats["action_values"] == 5 and stats["best_pv_not_first"] == 1
-    assert stats["failures"] == {"total": 9, "by_reason": {r: 1 for r in lev.REASONS}}
+    assert stats["failures"] == {"total": 9, "by_reason": {r: 1 for r in REASONS}}
     illegal = lines.index(BAD_LINES["illegal_move"]) + 1
     assert stats["examples"]["illegal_move"][0].startswith(f"{source}:{illegal}: illegal_move: ")
     assert stats["lines_converted"] == 12 and stats["resumed"] == {"parts": 0, "lines": 0}
