@@ -777,10 +777,14 @@ class JournalMismatch(ValueError):
     """The split holds an interrupted run's journal made with other settings."""
 
 
-def run_identity(config: AnnotateConfig, inputs: list[str]) -> dict:
-    """Everything that decides a run's rows: a journal is reused only when this matches."""
+def run_identity(config: AnnotateConfig, inputs: list[str], engine: str | None = None) -> dict:
+    """Everything that decides a run's rows: a journal is reused only when this matches.
+
+    `engine` is the engine's UCI name with its version (None where the launcher cannot run
+    the workers' engine, on a cluster), so a journal is never finished by another engine."""
     return {
         "schema_version": SCHEMA_VERSION,
+        "engine": engine,
         "limit": str(config.limit),
         "engine_threads": config.engine.threads,
         "engine_hash_mb": config.engine.hash_mb,
@@ -814,6 +818,7 @@ def delete_journal(directory: str) -> None:
 
 # run_identity's keys as the command line spells them, for error messages.
 _IDENTITY_FLAGS = {
+    "engine": "--engine (its name)",
     "limit": "--limit",
     "engine_threads": "--threads",
     "engine_hash_mb": "--hash",
@@ -899,6 +904,15 @@ def _prepare_output(config: AnnotateConfig, identity: dict) -> list[str] | None:
     return resume
 
 
+def uci_name(path: str) -> str:
+    """The engine's UCI `id name` (e.g. "Stockfish 15.1"): one start and quit."""
+    engine = UciEngine(path)
+    try:
+        return engine.name
+    finally:
+        engine.close()
+
+
 def _expected_workers(options: PipelineOptions) -> int:
     opts = options.get_all_options(drop_default=True)
     for key in ("direct_num_workers", "num_workers", "max_num_workers"):
@@ -913,17 +927,18 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
     options = PipelineOptions(list(beam_args))
     runner = options.get_all_options().get("runner") or "DirectRunner"
     local = runner in ("DirectRunner", "direct", "DirectRunner()")
-    engine_path = config.engine.path
+    engine_path, engine_name = config.engine.path, None
     if local:  # the workers are this machine: check the engine before starting anything
         engine_path = find_engine(engine_path)
-    resume = _prepare_output(config, run_identity(config, inputs))
+        engine_name = uci_name(engine_path)
+    resume = _prepare_output(config, run_identity(config, inputs, engine_name))
     static = {
         "schema_version": SCHEMA_VERSION,
         "inputs": inputs,
         "out": config.out,
         "split": config.split,
         "limit": str(config.limit),
-        "engine": {**asdict(config.engine), "path": engine_path},
+        "engine": {**asdict(config.engine), "path": engine_path, "name": engine_name},
         "reproducible": config.limit.deterministic and config.engine.threads == 1,
         "sampling": {
             "rate": config.sample_rate,

@@ -147,7 +147,8 @@ def test_unreadable_parts_and_rows_of_other_boards_are_skipped(
     out = tmp_path / "out"
     argv = _argv(games, out, stockfish)
     config, _ = annotate.parse_args(argv)
-    annotate._prepare_output(config, annotate.run_identity(config, [str(games)]))
+    identity = annotate.run_identity(config, [str(games)], annotate.uci_name(stockfish))
+    annotate._prepare_output(config, identity)
     rows = [row for shard in sorted(reference_split.glob("boards-*.parquet"))
             for row in pq.read_table(shard).to_pylist()]  # fmt: skip
     kept = rows[::2]
@@ -182,7 +183,10 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
     out = tmp_path / "out"
     argv = [str(tmp_path / "in.pgn"), "--out", str(out), "--engine", stockfish]
     config, _ = annotate.parse_args([*argv, "--limit", "nodes=30", "--seed", "1"])
-    annotate._prepare_output(config, annotate.run_identity(config, [str(tmp_path / "in.pgn")]))
+    identity = annotate.run_identity(
+        config, [str(tmp_path / "in.pgn")], annotate.uci_name(stockfish)
+    )
+    annotate._prepare_output(config, identity)
     journal = out / "train" / JOURNAL_DIR
     assert json.loads((journal / JOURNAL_RUN_FILE).read_text())["run"]["limit"] == "nodes=30"
 
@@ -191,7 +195,8 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
         annotate.JournalMismatch, match=r"--limit \(\"nodes=30\".*\"nodes=20\""
     ) as e:
         annotate.run(changed)
-    assert "seed" not in str(e.value) and "--overwrite" in str(e.value)
+    assert "seed" not in str(e.value) and "engine" not in str(e.value)
+    assert "--overwrite" in str(e.value)
     assert annotate.main([*argv, "--limit", "nodes=20"]) == 1
     message = capsys.readouterr().err
     assert "--limit (" in message and "--seed (1 in the journal's run, 0 now)" in message
@@ -206,3 +211,15 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
     ]
     with pytest.raises(FileExistsError, match="--overwrite"):  # a completed run is kept
         annotate.run(changed)
+
+
+def test_a_journal_of_another_engine_is_not_resumed(tmp_path, pgn_samples, stockfish):
+    (tmp_path / "in.pgn").write_text(pgn_samples.scholars_mate)
+    argv = [str(tmp_path / "in.pgn"), "--out", str(tmp_path / "out"), "--engine", stockfish]
+    config, _ = annotate.parse_args(argv)
+    inputs = [str(tmp_path / "in.pgn")]
+    annotate._prepare_output(config, annotate.run_identity(config, inputs, "Stockfish 11"))
+    with pytest.raises(annotate.JournalMismatch, match=r"--engine \(its name\) \(\"Stockfish 11\""):
+        annotate.run(argv)
+    # The identity names the engine the run would use: this machine's.
+    assert annotate.uci_name(stockfish).startswith("Stockfish")
