@@ -54,7 +54,7 @@ from pipeline import pgn, stats
 from pipeline.action_values import BoardAnnotator, NoLegalMoves, Outcome
 from pipeline.engine import Limit, UciEngine
 from pipeline.engine_path import find_engine
-from pipeline.progress import format_duration
+from pipeline.progress import format_duration, print_result
 from pipeline.schema import (
     BOARD_SCHEMA,
     BOARDS_PREFIX,
@@ -997,16 +997,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     boards, games = document["boards"], document["games"]
-    print(
+    print_result(
         f"annotate: {games['used']:,} games used ({games['skipped_total']:,} skipped), "
         f"{boards['unique']:,} unique boards, {boards['annotated']:,} annotated, "
         f"{document['resumed']['boards']:,} resumed, {boards['failed']:,} failed, "
         f"{document['action_values']:,} action values "
         f"in {format_duration(document['wall_time_s'])}",
-        file=sys.stderr,
+        document,
     )
-    json.dump(document, sys.stdout, indent=2)
-    print()
     return 0
 
 

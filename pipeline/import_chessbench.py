@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
-import json
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -50,7 +49,7 @@ from model.actions import legal_actions, move_to_index
 from model.tokenizer import tokenize
 from pipeline import stats
 from pipeline.bag import BagFormatError, BagReader, decode_av, decode_bc, decode_sv, expand_pattern
-from pipeline.progress import format_duration
+from pipeline.progress import format_duration, print_result
 from pipeline.schema import (
     BOARD_SCHEMA,
     BOARDS_PREFIX,
@@ -452,15 +451,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     boards, records = document["boards"], document["records"]
-    print(
+    print_result(
         f"import_chessbench: {records['read']:,} records -> {boards['written']:,} boards "
         f"({boards['partial']:,} partial), {boards['failed']:,} failed, "
         f"{len(document['input_errors'])} input error(s), in "
         f"{format_duration(document['wall_time_s'])}",
-        file=sys.stderr,
+        document,
     )
-    json.dump(document, sys.stdout, indent=2)
-    print()
     return 1 if document["input_errors"] else 0
 
 

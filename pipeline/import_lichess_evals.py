@@ -57,7 +57,7 @@ from pipeline.lichess_evals import (
     Converted,
     convert_line,
 )
-from pipeline.progress import Progress, format_duration
+from pipeline.progress import Progress, format_duration, print_result
 from pipeline.schema import (
     BOARD_SCHEMA,
     BOARDS_PREFIX,
@@ -603,14 +603,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as e:  # InputError, FileExistsError, ImportMismatch, ...
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(
+    print_result(
         f"import: {document['lines']:,} lines -> {document['boards']:,} boards "
         f"({document['partial_boards']:,} partial), {document['failures']['total']:,} failures, "
         f"{document['shards']} shards in {format_duration(document['elapsed_s'])}",
-        file=sys.stderr,
+        document,
     )
-    json.dump(document, sys.stdout, indent=2)
-    print()
     return 0
 
 

@@ -2,11 +2,13 @@
 
 The one progress module of the project: downloads, evaluations, tournaments and sample
 generation print through `Progress`; anything that composes its own line (annotation
-workers, the trainer's log) formats times with `format_duration`.
+workers, the trainer's log) formats times with `format_duration`. A job's command line
+ends with `print_result`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -98,3 +100,11 @@ class Progress:
     def done(self, extra: str = "") -> None:
         """Prints the final line at the last recorded amount."""
         self.update(self.count, extra, self.baseline, force=True)
+
+
+def print_result(summary: str, document: dict) -> None:
+    """A job's last words: one line for people on stderr, the whole machine-readable
+    document as JSON on stdout (so `> result.json` keeps just the JSON)."""
+    print(summary, file=sys.stderr)
+    json.dump(document, sys.stdout, indent=2)
+    print()

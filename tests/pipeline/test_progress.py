@@ -1,10 +1,11 @@
 import io
+import json
 import math
 
 import pytest
 
 from pipeline import progress as progress_module
-from pipeline.progress import Progress, format_duration
+from pipeline.progress import Progress, format_duration, print_result
 
 
 class Clock:
@@ -86,3 +87,10 @@ def test_update_prints_at_most_every_interval_and_done_always(clock):
     lines = stream.getvalue().splitlines()
     assert [line.split(" ")[-1] for line in lines] == ["third", "fourth", "final"]
     assert lines[-1].startswith("games: 5/10 games (50.0%), 1.00 games/s, elapsed 5s")
+
+
+def test_a_result_is_json_on_stdout_and_a_summary_on_stderr(capsys):
+    print_result("job: 3 boards", {"boards": 3, "nested": {"ok": True}})
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"boards": 3, "nested": {"ok": True}}
+    assert err == "job: 3 boards\n"
