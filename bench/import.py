@@ -30,7 +30,8 @@ import zstandard
 
 from bench.tokenize import random_game_fens
 from model.actions import legal_actions
-from pipeline.bag import BagReader, BagWriter, decode_av, encode_av
+from pipeline.bag import BagReader, BagWriter
+from pipeline.bag_records import decode_av, encode_av
 from pipeline.import_chessbench import ImportConfig as ChessBenchConfig
 from pipeline.import_chessbench import run_config
 from pipeline.import_lichess_evals import ImportConfig as EvalsConfig

@@ -3,9 +3,9 @@
     python -m pipeline.export_chessbench --input data/annotated/train --kind av \\
         --output 'data/export/action_value@4_data.bag'
 
-writes the records of pipeline/bag.py: av one (FEN, move, win_prob) per valued move, sv one
-(FEN, win_prob) per board with a state value, bc one (FEN, best move) per board with a best
-move. Each board is written once, whatever its `count` (the released files hold each board
+writes the records of pipeline/bag_records.py: av one (FEN, move, win_prob) per valued move,
+sv one (FEN, win_prob) per board with a state value, bc one (FEN, best move) per board with a
+best move. Each board is written once, whatever its `count` (the released files hold each board
 once), and all its records go to the same shard, chosen by a hash of the FEN, so the output
 is the same on every run. Partial boards are left out of av (the reference code expects all
 legal moves of a board) unless `--include-partial`; every skipped board is counted.
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
-from pipeline.bag import BagWriter, encode_av, encode_bc, encode_sv, shard_names
+from pipeline.bag import BagWriter, shard_names
+from pipeline.bag_records import encode_av, encode_bc, encode_sv
 from pipeline.progress import Progress
 from pipeline.schema import board_files, read_board_file
 from pipeline.shards import shard_of

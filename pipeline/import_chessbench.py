@@ -3,11 +3,11 @@
     python -m pipeline.import_chessbench --kind av --output data/chessbench \\
         --input 'data/chessbench/train/action_value@2148_data.bag'
 
-reads the paper's released records (pipeline/bag.py has the format) and writes the one table
-of pipeline/schema.py to `<output>/<split>/boards-*.parquet`, `failures-*.parquet` and
-`stats.json`, so the trainer takes it like data this project annotated. Beam options not
-listed here (`--runner`, `--direct_num_workers`, ...) go to Beam, so the 2,148 action-value
-shards can be imported on a cluster.
+reads the paper's released records (pipeline/bag.py and bag_records.py have the format) and
+writes the one table of pipeline/schema.py to `<output>/<split>/boards-*.parquet`,
+`failures-*.parquet` and `stats.json`, so the trainer takes it like data this project
+annotated. Beam options not listed here (`--runner`, `--direct_num_workers`, ...) go to Beam,
+so the 2,148 action-value shards can be imported on a cluster.
 
 Records of a board may sit anywhere in the input, so they are grouped by FEN:
 
@@ -48,7 +48,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from model.actions import legal_actions, move_to_index
 from model.tokenizer import tokenize
 from pipeline import stats
-from pipeline.bag import BagFormatError, BagReader, decode_av, decode_bc, decode_sv, expand_pattern
+from pipeline.bag import BagFormatError, BagReader, expand_pattern
+from pipeline.bag_records import decode_av, decode_bc, decode_sv
 from pipeline.progress import format_duration, print_result
 from pipeline.schema import (
     BOARD_SCHEMA,

@@ -16,14 +16,9 @@ from pipeline.bag import (
     BagFormatError,
     BagReader,
     BagWriter,
-    decode_av,
-    decode_bc,
-    decode_sv,
-    encode_av,
-    encode_bc,
-    encode_sv,
     expand_pattern,
 )
+from pipeline.bag_records import decode_av, decode_bc, decode_sv, encode_av, encode_bc, encode_sv
 
 AV = coders.TupleCoder([coders.StrUtf8Coder(), coders.StrUtf8Coder(), coders.FloatCoder()])
 SV = coders.TupleCoder([coders.StrUtf8Coder(), coders.FloatCoder()])

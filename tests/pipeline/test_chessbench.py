@@ -17,7 +17,8 @@ from model import config as config_lib
 from model.actions import ACTIONS, legal_actions
 from model.data import load_boards
 from model.train import train
-from pipeline.bag import BagReader, BagWriter, encode_av, encode_bc, encode_sv
+from pipeline.bag import BagReader, BagWriter
+from pipeline.bag_records import encode_av, encode_bc, encode_sv
 from pipeline.export_chessbench import ExportConfig, export
 from pipeline.import_chessbench import ImportConfig, run_config
 from pipeline.import_chessbench import main as import_main
