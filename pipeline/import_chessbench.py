@@ -9,7 +9,10 @@ writes the one table of pipeline/schema.py to `<output>/<split>/boards-*.parquet
 annotated. Beam options not listed here (`--runner`, `--direct_num_workers`, ...) go to Beam,
 so the 2,148 action-value shards can be imported on a cluster.
 
-Records of a board may sit anywhere in the input, so they are grouped by FEN:
+Records of a board may sit anywhere in the input, so they are grouped by FEN: each chunk of
+records groups its own by board and by output shard (a hash of the FEN), and one shuffle
+brings each output shard's boards together, where their rows are made and written, sorted by
+FEN, so the files are the same on every runner. Then, per board:
 
 - av (FEN, move, win_prob): one row per board; its moves in action-space order, best_move
   the highest win probability (ties: first in action-space order), the state value that
@@ -59,8 +62,9 @@ from pipeline.schema import (
     SCHEMA_VERSION,
     SOURCE_CHESSBENCH,
     STATS_FILE,
+    shard_name,
 )
-from pipeline.shards import WriteShards, clear_outputs
+from pipeline.shards import WriteShards, clear_outputs, shard_of, write_parquet
 
 KINDS = ("av", "sv", "bc")
 # What the paper says made ChessBench: Stockfish 16 at 50 ms per (board, move).
@@ -130,12 +134,14 @@ class ListChunks(beam.DoFn):
 
 
 class DecodeChunk(beam.DoFn):
-    """(path, start, stop) -> (fen, values) per board in the chunk: av values are
-    [(move, win_prob), ...], sv [win_prob, ...], bc [move, ...]. Grouping within the chunk
-    first means the shuffle moves boards, not records."""
+    """(path, start, stop) -> (output shard, {fen: values}) for each output shard that has
+    boards in the chunk: av values are [(move, win_prob), ...], sv [win_prob, ...], bc
+    [move, ...]. The shuffle then moves a few batches per chunk rather than one element per
+    board (Beam's per-element cost was half the import's time)."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, num_shards: int):
         self.kind = kind
+        self.num_shards = num_shards
 
     def start_bundle(self):
         self._stats = stats.BundleStats()
@@ -153,7 +159,10 @@ class DecodeChunk(beam.DoFn):
             print(f"WARNING: skipping records {start}-{stop - 1} of {path}: {e}", file=sys.stderr)
             return
         self._stats.count("records", stop - start)
-        yield from group_by_fen(self.kind, columns)
+        batches: dict[int, dict[str, list]] = {}
+        for fen, values in group_by_fen(self.kind, columns):
+            batches.setdefault(shard_of(fen, self.num_shards), {})[fen] = values
+        yield from batches.items()
 
     def finish_bundle(self):
         yield self._stats.emit()
@@ -257,7 +266,8 @@ def sv_row(fen: str, records: Sequence[float], tally: stats.BundleStats) -> dict
     if len(set(records)) > 1:
         tally.count("conflicting_boards")
         tally.example("conflicting_boards", f"{fen}: win probabilities {sorted(set(records))}")
-    return _row(fen, len(records), state_win_prob=sum(records) / len(records))
+    # Sorted, so that the mean does not depend on the order the shuffle delivered them in.
+    return _row(fen, len(records), state_win_prob=sum(sorted(records)) / len(records))
 
 
 def bc_row(fen: str, records: Sequence[str], tally: stats.BundleStats) -> dict:
@@ -277,35 +287,50 @@ def bc_row(fen: str, records: Sequence[str], tally: stats.BundleStats) -> dict:
 _ROW_MAKERS = {"av": av_row, "sv": sv_row, "bc": bc_row}
 
 
-class MakeRows(beam.DoFn):
-    """(fen, [values of each chunk]) -> a BOARD_SCHEMA row, or a failure row."""
+class MakeShard(beam.DoFn):
+    """(output shard, [{fen: values} of each chunk]) -> the shard's Parquet file, written
+    here (rows sorted by FEN, as pipeline/shards.py writes them); failure rows and stats go
+    to their outputs. A shard's boards are held in one worker's memory: pick `--num-shards`
+    so that boards / shards fits (about 1.5 KB a board)."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, directory: str, num_shards: int):
         self.kind = kind
+        self.directory = directory
+        self.num_shards = num_shards
 
     def start_bundle(self):
         self._stats = stats.BundleStats()
 
     def process(self, element):
-        fen, groups = element
-        records = [record for group in groups for record in group]
-        try:
-            row = _ROW_MAKERS[self.kind](fen, records, self._stats)
-        except BoardRejected as e:
-            self._stats.count("failed_boards")
-            self._stats.example("failed_boards", f"{fen}: {e}")
-            failure = {
-                "fen": fen,
-                "count": len(records),
-                "error": str(e),
-                "engine": CHESSBENCH_ENGINE,
-                "limit": CHESSBENCH_LIMIT,
-            }
-            yield beam.pvalue.TaggedOutput(FAILURES_TAG, failure)
-            return
-        self._stats.count("boards")
-        self._stats.count("action_values", len(row["moves"]))
-        yield row
+        index, batches = element
+        boards: dict[str, list] = {}
+        for batch in batches:
+            if batch is None:  # the marker that makes every shard exist
+                continue
+            for fen, values in batch.items():
+                boards.setdefault(fen, []).extend(values)
+        rows = []
+        for fen in sorted(boards):
+            records = boards[fen]
+            try:
+                row = _ROW_MAKERS[self.kind](fen, records, self._stats)
+            except BoardRejected as e:
+                self._stats.count("failed_boards")
+                self._stats.example("failed_boards", f"{fen}: {e}")
+                failure = {
+                    "fen": fen,
+                    "count": len(records),
+                    "error": str(e),
+                    "engine": CHESSBENCH_ENGINE,
+                    "limit": CHESSBENCH_LIMIT,
+                }
+                yield beam.pvalue.TaggedOutput(FAILURES_TAG, failure)
+                continue
+            self._stats.count("boards")
+            self._stats.count("action_values", len(row["moves"]))
+            rows.append(row)
+        name = shard_name(BOARDS_PREFIX, index, self.num_shards)
+        write_parquet(rows, BOARD_SCHEMA, FileSystems.join(self.directory, name))
 
     def finish_bundle(self):
         yield self._stats.emit()
@@ -344,23 +369,23 @@ def build(root: beam.Pipeline, config: ImportConfig, shards: list[str], static: 
         | "ListChunks"
         >> beam.ParDo(ListChunks(config.chunk_records)).with_outputs(stats.STATS_TAG, main="chunks")
     )
+    n, split_dir = config.num_shards, config.split_dir
     decoded = (
         listed.chunks
         | "SpreadChunks" >> beam.Reshuffle()
         | "DecodeChunks"
-        >> beam.ParDo(DecodeChunk(config.kind)).with_outputs(stats.STATS_TAG, main="boards")
+        >> beam.ParDo(DecodeChunk(config.kind, n)).with_outputs(stats.STATS_TAG, main="batches")
     )
+    # Every output shard is written, empty or not, so that `-of-NNNNN` tells the truth.
+    every_shard = root | "ShardIndices" >> beam.Create([(i, None) for i in range(n)])
     made = (
-        decoded.boards
-        | "GroupByFen" >> beam.GroupByKey()
-        | "MakeRows"
-        >> beam.ParDo(MakeRows(config.kind)).with_outputs(
-            stats.STATS_TAG, FAILURES_TAG, main="rows"
+        (decoded.batches, every_shard)
+        | "AllBatches" >> beam.Flatten()
+        | "GroupByShard" >> beam.GroupByKey()
+        | "MakeShards"
+        >> beam.ParDo(MakeShard(config.kind, split_dir, n)).with_outputs(
+            stats.STATS_TAG, FAILURES_TAG, main="written"
         )
-    )
-    split_dir = config.split_dir
-    _ = made.rows | "WriteBoards" >> WriteShards(
-        split_dir, BOARDS_PREFIX, config.num_shards, BOARD_SCHEMA
     )
     _ = made[FAILURES_TAG] | "WriteFailures" >> WriteShards(
         split_dir, FAILURES_PREFIX, 1, FAILURE_SCHEMA
