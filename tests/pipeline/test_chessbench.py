@@ -122,6 +122,23 @@ def test_av_records_become_one_complete_row_per_board(clean_av, imported_av):
     assert len(list(split.glob("boards-*-of-00003.parquet"))) == 3
 
 
+def test_the_shards_do_not_depend_on_how_the_records_were_chunked(clean_av, imported_av, tmp_path):
+    directory, _, _ = clean_av
+    split, _ = imported_av
+    config = ImportConfig(
+        str(directory / "action_value@2_data.bag"),
+        "av",
+        str(tmp_path),
+        num_shards=3,
+        chunk_records=7,
+    )
+    run_config(config, BEAM)
+    names = sorted(p.name for p in split.glob("*.parquet"))
+    assert names == sorted(p.name for p in (tmp_path / "train").glob("*.parquet"))
+    for name in names:
+        assert (split / name).read_bytes() == (tmp_path / "train" / name).read_bytes()
+
+
 def test_av_round_trip_gives_back_the_same_records(clean_av, imported_av, tmp_path):
     _, _, records = clean_av
     split, _ = imported_av
