@@ -1,7 +1,7 @@
 """The Lichess evaluation database -> annotated-board Parquet (schema v2, `source` lichess-evals).
 
     python -m pipeline.import_lichess_evals --input lichess_db_eval.jsonl.zst --output DIR \\
-        [--split train] [--rows-per-shard 1000000] [--max-lines N] [--overwrite]
+        [--split train] [--rows-per-shard 1000000] [--max-lines N] [--overwrite] [--workers N]
 
 Input: https://database.lichess.org/#evals (CC0), one JSON object per line,
 `{"fen": ..., "evals": [{"pvs": [{"cp"|"mate": ..., "line": "uci uci ..."}, ...],
@@ -26,21 +26,38 @@ that finds `finished.json` only finishes the renaming. Different settings are an
 (ImportMismatch); `--overwrite` starts over; a finished output is refused unless
 `--overwrite`. Paths are local.
 
+Workers: `--workers N` converts the lines in N processes (0: one per CPU), in batches of 2,000
+lines, two batches per worker in flight, and takes the results in input order, so the output
+(files, part boundaries, stats, failure messages) is the same whatever N; N is therefore not a
+setting a resume must match. The workers only convert: reading, writing and every file stay in
+this process. A worker that dies (killed, out of memory) ends the import with WorkerDied, the
+completed parts kept for a rerun; workers end with a killed import. They are started with
+"spawn": they inherit nothing from this process, whose threads (pyarrow's, a caller's) make
+"fork" unsafe; a program calling `import_lichess_evals` with workers therefore needs the usual
+`if __name__ == "__main__":` guard.
+
 `import_lichess_evals(input_path, output_dir, config)` is the programmatic entry point.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import itertools
 import json
+import multiprocessing
+import multiprocessing.connection
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -84,6 +101,10 @@ _PART_FILE = "{}-part-{:05d}.parquet"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _CHUNK_BYTES = 1 << 20
 _PROGRESS_EVERY_LINES = 1024  # how often the clock is looked at, not how often it prints
+# A task is ~0.3 s of a worker's time: long enough that sending it costs little, short enough
+# that the lines read ahead (workers * _BATCHES_PER_WORKER batches) take little memory.
+_BATCH_LINES = 2000
+_BATCHES_PER_WORKER = 2  # one being converted, one waiting, so no worker idles
 
 
 class InputError(OSError):
@@ -183,6 +204,84 @@ def split_lines(chunks: Iterable[bytes], skip: int = 0) -> Iterator[bytes]:
         raise ValueError(f"the input ended with {skip:,} of the lines to skip still unread")
     if pending:
         yield pending[:-1] if pending.endswith(b"\r") else pending
+
+
+# --- converting lines ------------------------------------------------------------------------
+
+# A failure as BadLine's arguments: a BadLine does not unpickle (its `args` are the message).
+_Failure = tuple[str, str, str | None, str | None]
+_Batch = list[tuple[int, bytes]]  # (line number, text)
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended while converting (killed, out of memory, ...)."""
+
+
+def _convert(text: bytes) -> Converted | BadLine:
+    try:
+        return convert_line(text)
+    except BadLine as e:
+        return e
+
+
+def _worker_start() -> None:
+    # Ctrl-C reaches the whole process group: the parent stops the pool, the workers must not
+    # each die with a traceback of their own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A worker holds both ends of its task queue, so it would wait for tasks forever after the
+    # parent is killed: the parent's sentinel ends it instead.
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
+
+
+def _exit_with_parent() -> None:
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+
+def _convert_batch(texts: list[bytes]) -> list[Converted | _Failure]:
+    """A worker's task: the lines' conversions, in order."""
+    results: list[Converted | _Failure] = []
+    for text in texts:
+        try:
+            results.append(convert_line(text))
+        except BadLine as e:
+            results.append((e.reason, e.detail, e.fen, e.limit))
+    return results
+
+
+def _converted(
+    lines: Iterator[tuple[int, bytes]], workers: int
+) -> Iterator[tuple[int, bytes, Converted | BadLine]]:
+    """`lines` (number, text) with their conversions, in input order, by `workers` processes
+    (in this one if 1). Close it to stop the workers: they are not left running."""
+    if workers == 1:
+        for number, text in lines:
+            yield number, text, _convert(text)
+        return
+    batches: Iterator[_Batch] = iter(lambda: list(itertools.islice(lines, _BATCH_LINES)), [])
+    pool = ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
+    )
+    in_flight: deque[tuple[_Batch, Future[list[Converted | _Failure]]]] = deque()
+    try:
+        while True:
+            # Topped up before the oldest batch is waited for, so the workers never run dry.
+            for batch in itertools.islice(batches, workers * _BATCHES_PER_WORKER - len(in_flight)):
+                in_flight.append((batch, pool.submit(_convert_batch, [t for _, t in batch])))
+            if not in_flight:
+                return
+            batch, future = in_flight.popleft()
+            for (number, text), result in zip(batch, future.result(), strict=True):
+                yield number, text, result if isinstance(result, Converted) else BadLine(*result)
+    except BrokenProcessPool as e:
+        raise WorkerDied(
+            "a worker process died while converting lines (killed? out of memory?); the "
+            "completed parts are kept: rerun to resume"
+        ) from e
+    finally:
+        pool.shutdown(cancel_futures=True)
 
 
 # --- writing parts -------------------------------------------------------------------------
@@ -304,12 +403,20 @@ class ImportConfig:
     max_lines: int | None = None
     overwrite: bool = False
     progress_seconds: float = DEFAULT_PROGRESS_SECONDS
+    workers: int = 1
 
     def __post_init__(self) -> None:
         if self.rows_per_shard < 1:
             raise ValueError(f"--rows-per-shard must be at least 1, got {self.rows_per_shard}")
         if self.max_lines is not None and self.max_lines < 0:
             raise ValueError(f"--max-lines must not be negative, got {self.max_lines}")
+        if self.workers < 0:
+            raise ValueError(f"--workers must not be negative, got {self.workers}")
+
+    @property
+    def worker_count(self) -> int:
+        """`workers`, 0 meaning one per CPU."""
+        return self.workers or os.cpu_count() or 1
 
 
 class ImportMismatch(ValueError):
@@ -326,7 +433,10 @@ _FLAGS = {
 
 
 def run_identity(input_path: str, config: ImportConfig) -> dict[str, Any]:
-    """Everything that decides an import's output: its parts are reused only if this matches."""
+    """Everything that decides an import's output: its parts are reused only if this matches.
+
+    (Not `workers`: the output is the same whatever their number.)
+    """
     return {
         "format": 1,  # of this module's rows; bump when a change alters them
         "schema_version": SCHEMA_VERSION,
@@ -443,25 +553,28 @@ def _read_parts(
     part: _Part | None = None
     number = skip
     started = time.monotonic()
-    for number, text in enumerate(split_lines(source.chunks(), skip), start=skip + 1):
-        if config.max_lines is not None and number > config.max_lines:
-            number -= 1
-            break
-        if progress is None:  # after the skipped lines: the rate counts this run's work
-            progress = Progress("import", source.size, "MB", config.progress_seconds, scale=1e-6)
-            baseline = source.position
-            started = time.monotonic()
-        if part is None:
-            part = _Part(import_dir, len(parts), number, input_name)
-        try:
-            part.add_board(convert_line(text))
-        except BadLine as e:
-            part.add_failure(e, number, text)
-        if part.counts["boards"] == config.rows_per_shard:
-            parts.append(part.commit(number))
-            part = None
-        if not number % _PROGRESS_EVERY_LINES:
-            progress.update(source.position, _progress_extra(number - skip, started), baseline)
+    lines: Iterator[tuple[int, bytes]] = enumerate(split_lines(source.chunks(), skip), skip + 1)
+    if config.max_lines is not None:
+        lines = itertools.islice(lines, max(config.max_lines - skip, 0))
+    with contextlib.closing(_converted(lines, config.worker_count)) as converted:
+        for number, text, result in converted:
+            if progress is None:  # after the skipped lines: the rate counts this run's work
+                progress = Progress(
+                    "import", source.size, "MB", config.progress_seconds, scale=1e-6
+                )
+                baseline = source.position
+                started = time.monotonic()
+            if part is None:
+                part = _Part(import_dir, len(parts), number, input_name)
+            if isinstance(result, BadLine):
+                part.add_failure(result, number, text)
+            else:
+                part.add_board(result)
+            if part.counts["boards"] == config.rows_per_shard:
+                parts.append(part.commit(number))
+                part = None
+            if not number % _PROGRESS_EVERY_LINES:
+                progress.update(source.position, _progress_extra(number - skip, started), baseline)
     if part is not None or not parts:  # the rest, or one empty part for an empty input
         parts.append((part or _Part(import_dir, len(parts), number + 1, input_name)).commit(number))
     if progress is not None:
@@ -555,6 +668,7 @@ def import_lichess_evals(
         "lines_converted": converted,
         "elapsed_s": round(elapsed, 3),
         "lines_per_s": round(converted / elapsed, 1) if elapsed > 0 else 0.0,
+        "workers": config.worker_count,
         "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     document = summarize(parts, run_identity(input_path, config), split_dir, run)
@@ -586,6 +700,12 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_PROGRESS_SECONDS,
         help="seconds between progress lines on stderr",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes converting lines (0: one per CPU); the output is the same for any N",
+    )
     return parser
 
 
@@ -598,9 +718,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_lines=args.max_lines,
             overwrite=args.overwrite,
             progress_seconds=args.progress_seconds,
+            workers=args.workers,
         )
         document = import_lichess_evals(args.input, args.output, config)
-    except (OSError, ValueError) as e:  # InputError, FileExistsError, ImportMismatch, ...
+    except (OSError, ValueError, WorkerDied) as e:  # InputError, ImportMismatch, ...
         print(f"error: {e}", file=sys.stderr)
         return 1
     print_result(

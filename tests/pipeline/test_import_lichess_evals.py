@@ -3,12 +3,16 @@ streaming import) on small eval-database files the tests write themselves."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
+import multiprocessing
 import os
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -388,6 +392,7 @@ def _reference(tmp_path: Path, source: Path) -> tuple[dict, dict]:
 
 def _same_stats(resumed: dict, reference: dict) -> None:
     volatile = {"resumed", "lines_converted", "elapsed_s", "lines_per_s", "finished_at", "output"}
+    volatile.add("workers")  # how the run went, not what it made
     assert {k: v for k, v in resumed.items() if k not in volatile} == {
         k: v for k, v in reference.items() if k not in volatile
     }
@@ -542,6 +547,156 @@ def test_a_finished_output_is_refused_unless_overwrite(tmp_path):
         "failures-00000-of-00001.parquet",
         "stats.json",
     ]
+
+
+# --- worker processes -----------------------------------------------------------------------
+
+
+def _files(split_dir: Path) -> dict[str, bytes]:
+    """Every Parquet file of a finished split by name, as bytes."""
+    return {f.name: f.read_bytes() for f in sorted(split_dir.glob("*.parquet"))}
+
+
+def _many_mixed_lines() -> list[str]:
+    """200 lines, among them two bad lines of each reason and an empty one."""
+    lines = realistic_lines(181, seed=7)
+    rng = random.Random(7)
+    for bad in [*sorted(BAD_LINES.values()) * 2, ""]:
+        lines.insert(rng.randrange(len(lines) + 1), bad)
+    return lines
+
+
+def _not_in_the_parent(text: bytes):
+    raise AssertionError("with workers, the parent process converted a line")
+
+
+def test_workers_write_byte_identical_output(tmp_path, monkeypatch):
+    source = write_input(tmp_path / "evals.jsonl.zst", _many_mixed_lines())
+    config = ImportConfig(rows_per_shard=17)
+    one = import_lichess_evals(str(source), str(tmp_path / "one"), config)
+    assert one["shards"] == 11 and one["failures"]["total"] == 19 and one["workers"] == 1
+
+    monkeypatch.setattr(lev, "_BATCH_LINES", 7)  # many batches, cut across parts
+    monkeypatch.setattr(lev, "convert_line", _not_in_the_parent)
+    two = import_lichess_evals(
+        str(source), str(tmp_path / "two"), dataclasses.replace(config, workers=2)
+    )
+    assert _files(tmp_path / "two" / "train") == _files(tmp_path / "one" / "train")
+    _same_stats(two, one)
+    assert two["workers"] == 2 and "workers" not in two["settings"]
+    monkeypatch.undo()
+
+    # The command line: spawned workers find the conversion in a `python -m` main module too.
+    args = ["--input", str(source), "--output", str(tmp_path / "cli"), "--rows-per-shard", "17"]
+    subprocess.run(
+        [sys.executable, "-m", "pipeline.import_lichess_evals", *args, "--workers", "2"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    assert _files(tmp_path / "cli" / "train") == _files(tmp_path / "one" / "train")
+
+
+@pytest.mark.parametrize(("first", "then"), [(2, 1), (1, 2)])
+def test_resume_across_worker_counts(tmp_path, monkeypatch, first, then):
+    source = write_input(tmp_path / "evals.jsonl.zst", _mixed_lines())
+    ref_stats, _ = _reference(tmp_path, source)
+    out = tmp_path / "out"
+
+    monkeypatch.setattr(lev, "_BATCH_LINES", 2)  # batches in flight beyond the crash
+    add_board, added = lev._Part.add_board, []
+
+    def crash_at_the_ninth_board(self, converted):
+        added.append(converted)
+        if len(added) == 9:  # line 11, in the part of lines 10-12
+            raise Crash
+        add_board(self, converted)
+
+    monkeypatch.setattr(lev._Part, "add_board", crash_at_the_ninth_board)
+    with pytest.raises(Crash):
+        import_lichess_evals(str(source), str(out), ImportConfig(rows_per_shard=2, workers=first))
+    monkeypatch.undo()
+    assert multiprocessing.active_children() == []  # the crash stopped the workers
+
+    config = ImportConfig(rows_per_shard=2, workers=then)
+    document = import_lichess_evals(str(source), str(out), config)
+    assert document["resumed"] == {"parts": 4, "lines": 9}
+    assert document["lines_converted"] == 4 and document["workers"] == then
+    assert _files(out / "train") == _files(tmp_path / "ref" / "train")
+    _same_stats(document, ref_stats)
+
+
+def test_workers_0_means_one_per_cpu(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(5))
+    assert main(["--input", str(source), "--output", str(tmp_path / "out"), "--workers", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["workers"] == 3
+    assert ImportConfig(workers=0).worker_count == 3
+    assert ImportConfig().worker_count == 1
+    with pytest.raises(ValueError, match="--workers"):
+        ImportConfig(workers=-1)
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys):
+    source = write_input(tmp_path / "evals.jsonl.zst", _mixed_lines())
+    args = ["--input", str(source), "--output", str(tmp_path / "out"), "--rows-per-shard", "2"]
+    # Each worker kills itself as it starts. (The initializer reaches the worker pickled by
+    # name: a partial of stdlib functions can be, a function of this module may not import.)
+    suicide = functools.partial(signal.raise_signal, signal.SIGKILL)
+    monkeypatch.setattr(lev, "_worker_start", suicide)
+    codes = []
+    thread = threading.Thread(target=lambda: codes.append(main([*args, "--workers", "2"])))
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the import hangs on a dead worker"
+    assert codes == [1]
+    assert "error: a worker process died" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert main([*args, "--workers", "2"]) == 0  # the rerun resumes
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+
+
+@pytest.mark.skipif(
+    not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
+    reason="needs Linux's /proc/PID/task/PID/children",
+)
+def test_workers_end_when_the_import_is_killed(tmp_path):
+    source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(200, seed=5) * 100)
+    out = tmp_path / "out"
+    args = ["--input", str(source), "--output", str(out), "--rows-per-shard", "50"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.import_lichess_evals", *args, "--workers", "2"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    first = out / "train" / "_import" / "part-00000.json"  # so the workers are converting
+    deadline = time.monotonic() + 30
+    while not first.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    workers = _children(process.pid)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL, "the import ended before it could be killed"
+    assert len(workers) >= 2  # and the resource tracker
+
+    deadline = time.monotonic() + 10
+    while any(map(_running, workers)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    survivors = [pid for pid in workers if _running(pid)]
+    for pid in survivors:  # not to leave them behind
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == [], "workers outlive the killed import"
 
 
 # --- the trainer on imported evaluations ------------------------------------------------------
