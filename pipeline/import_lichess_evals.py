@@ -415,8 +415,17 @@ class ImportConfig:
 
     @property
     def worker_count(self) -> int:
-        """`workers`, 0 meaning one per CPU."""
-        return self.workers or os.cpu_count() or 1
+        """`workers`, 0 meaning one per core this process may use."""
+        return self.workers or usable_cores()
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, which containers and `taskset`
+    narrow), not every core of the machine."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform
+        return os.cpu_count() or 1
 
 
 class ImportMismatch(ValueError):
@@ -704,7 +713,7 @@ def _parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=1,
-        help="processes converting lines (0: one per CPU); the output is the same for any N",
+        help="processes converting lines (0: one per usable core); the output is the same for any N",
     )
     return parser
 

@@ -626,8 +626,9 @@ def test_resume_across_worker_counts(tmp_path, monkeypatch, first, then):
     _same_stats(document, ref_stats)
 
 
-def test_workers_0_means_one_per_cpu(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+def test_workers_0_means_one_per_usable_core(tmp_path, monkeypatch, capsys):
+    assert 1 <= lev.usable_cores() <= (os.cpu_count() or 1)
+    monkeypatch.setattr(lev, "usable_cores", lambda: 3)
     source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(5))
     assert main(["--input", str(source), "--output", str(tmp_path / "out"), "--workers", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["workers"] == 3
