@@ -713,7 +713,7 @@ def _parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=1,
-        help="processes converting lines (0: one per usable core); the output is the same for any N",
+        help="processes converting lines (0: one per usable core); any N gives the same output",
     )
     return parser
 
