@@ -18,7 +18,16 @@ import numpy as np
 
 from pipeline.bag import BagFormatError
 
+# The three record kinds: action value, state value, behavioural cloning.
+KINDS = ("av", "sv", "bc")
+
 _F64 = struct.Struct(">d")
+
+
+def check_kind(kind: str) -> None:
+    """ValueError unless `kind` is one of KINDS."""
+    if kind not in KINDS:
+        raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
 
 
 def _varint(n: int) -> bytes:

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 
 from pipeline.bag import BagWriter, shard_names
-from pipeline.bag_records import encode_av, encode_bc, encode_sv
+from pipeline.bag_records import KINDS, check_kind, encode_av, encode_bc, encode_sv
 from pipeline.progress import Progress
 from pipeline.schema import board_files, read_board_file
 from pipeline.shards import shard_of
 
-KINDS = ("av", "sv", "bc")
 _COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
 
 
@@ -58,7 +57,8 @@ def records(row: dict, kind: str, include_partial: bool) -> list[bytes]:
         return [] if p is None else [encode_sv(fen, p)]
     if kind == "bc":
         return [encode_bc(fen, row["best_move"])] if row["best_move"] else []
-    raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    check_kind(kind)  # raises: an unknown kind
+    return []
 
 
 def _rows(path: str) -> Iterator[dict]:
@@ -70,8 +70,7 @@ def _rows(path: str) -> Iterator[dict]:
 
 def export(config: ExportConfig, show_progress: bool = True) -> dict:
     """Writes the bag shards; returns counts (also printed as JSON by the CLI)."""
-    if config.kind not in KINDS:
-        raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {config.kind!r}")
+    check_kind(config.kind)
     paths = shard_names(config.output) or [config.output]
     for path in paths:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -52,7 +52,7 @@ from model.actions import legal_actions, move_to_index
 from model.tokenizer import tokenize
 from pipeline import stats
 from pipeline.bag import BagFormatError, BagReader, expand_pattern
-from pipeline.bag_records import decode_av, decode_bc, decode_sv
+from pipeline.bag_records import KINDS, check_kind, decode_av, decode_bc, decode_sv
 from pipeline.progress import format_duration, print_result
 from pipeline.schema import (
     BOARD_SCHEMA,
@@ -66,7 +66,6 @@ from pipeline.schema import (
 )
 from pipeline.shards import WriteShards, clear_outputs, shard_of, write_parquet
 
-KINDS = ("av", "sv", "bc")
 # What the paper says made ChessBench: Stockfish 16 at 50 ms per (board, move).
 CHESSBENCH_ENGINE = "Stockfish 16 (ChessBench)"
 CHESSBENCH_LIMIT = "time=0.05"
@@ -89,8 +88,7 @@ class ImportConfig:
         return FileSystems.join(self.output, self.split)
 
     def validate(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        check_kind(self.kind)
         if self.num_shards < 1 or self.chunk_records < 1:
             raise ValueError("--num-shards and --chunk-records must be at least 1")
 

@@ -11,6 +11,7 @@ import random
 
 import chess
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from model import config as config_lib
@@ -214,8 +215,6 @@ def test_bad_boards_are_reported_and_the_rest_kept(tmp_path):
 
 
 def read_failures(split) -> dict[str, str]:
-    import pyarrow.parquet as pq
-
     table = pq.read_table(next(split.glob("failures-*.parquet")))
     return dict(zip(table["fen"].to_pylist(), table["error"].to_pylist(), strict=True))
 
