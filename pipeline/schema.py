@@ -157,7 +157,7 @@ def read_board_file(file: str, columns: Sequence[str] | None = None) -> pa.Table
     for name in wanted:
         field = BOARD_SCHEMA.field(name)
         if name in _ADDED_IN_V2:
-            arrays.append(pa.array([_ADDED_IN_V2[name]] * len(table), field.type))
+            arrays.append(pa.repeat(pa.scalar(_ADDED_IN_V2[name], field.type), len(table)))
         else:
             arrays.append(table[name].cast(field.type))
     return pa.Table.from_arrays(arrays, schema=pa.schema([BOARD_SCHEMA.field(n) for n in wanted]))
