@@ -70,7 +70,7 @@ from pipeline.schema import (
     check_schema,
     journal_part_name,
 )
-from pipeline.shards import WriteShards, list_files, output_files, write_parquet
+from pipeline.shards import WriteShards, clear_outputs, list_files, write_parquet
 from pipeline.sources import InputError, expand_inputs, read_lines
 
 FAILURES_TAG = "failures"
@@ -866,7 +866,6 @@ def _prepare_output(config: AnnotateConfig, identity: dict) -> list[str] | None:
     A fresh run (unless `journal_every` is 0) starts by writing run.json.
     """
     split_dir, journal = config.split_dir, config.journal_dir
-    existing = output_files(split_dir)
     journaled = list_files(journal)
     run_file = FileSystems.join(journal, JOURNAL_RUN_FILE)
     resume = None
@@ -886,13 +885,9 @@ def _prepare_output(config: AnnotateConfig, identity: dict) -> list[str] | None:
                 "--overwrite to delete its journal and start over"
             )
         resume = list_journal_parts(journal)
-    elif existing and not config.overwrite:
-        raise FileExistsError(
-            f"{split_dir} already holds {len(existing)} output files "
-            f"(e.g. {existing[0]}); pass --overwrite to replace them"
-        )
-    if existing:  # replaced outputs, or an interrupted run's partial ones
-        FileSystems.delete(existing)
+    # An interrupted run's partial outputs are replaced as it resumes; a finished run's only
+    # with --overwrite.
+    clear_outputs(split_dir, overwrite=config.overwrite or resume is not None)
     if resume is None:
         if journaled:
             if not config.overwrite:
