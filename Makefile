@@ -22,7 +22,7 @@ engine:
 		$(SUDO) apt-get install -y -q stockfish >/dev/null 2>&1 || \
 		{ $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q stockfish >/dev/null; }; \
 	fi
-	@$(PY) -m pipeline.engine_path
+	@$(PY) -m core.engine_path
 
 test: setup
 	$(PY) -m pytest -q tests

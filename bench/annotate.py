@@ -44,10 +44,10 @@ import time
 import chess
 import chess.engine
 
+from core.engine_path import find_engine
 from pipeline import annotate, pgn
 from pipeline.action_values import BoardAnnotator, board_moves
 from pipeline.engine import Limit, UciEngine
-from pipeline.engine_path import find_engine
 from pipeline.sources import read_lines
 
 SHARED_GAMES = os.path.join(

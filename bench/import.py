@@ -29,7 +29,7 @@ import chess
 import zstandard
 
 from bench.tokenize import random_game_fens
-from model.actions import legal_actions
+from core.actions import legal_actions
 from pipeline.bag import BagReader, BagWriter
 from pipeline.bag_records import decode_av, encode_av
 from pipeline.import_chessbench import ImportConfig as ChessBenchConfig

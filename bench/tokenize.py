@@ -14,7 +14,7 @@ import time
 
 import chess
 
-from model.tokenizer import tokenize, tokenize_batch
+from core.tokenizer import tokenize, tokenize_batch
 
 
 def random_game_fens(num_fens: int, seed: int = 0) -> list[str]:

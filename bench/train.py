@@ -26,11 +26,11 @@ import chess
 import numpy as np
 
 from bench.tokenize import random_game_fens
-from model import bins
-from model.actions import legal_actions, move_to_index
+from core import bins
+from core.actions import legal_actions, move_to_index
+from core.schema import shard_name, write_boards
+from core.tokenizer import tokenize
 from model.data import Batches, load_boards
-from model.tokenizer import tokenize
-from pipeline.schema import shard_name, write_boards
 
 BATCH = 256
 # Dense bf16 peak TFLOP/s per device, by jax `device_kind` prefix.

@@ -24,8 +24,8 @@ import chess
 import chess.engine
 import numpy as np
 
-from pipeline.engine_path import find_engine
-from pipeline.values import win_probability
+from core.engine_path import find_engine
+from core.values import win_probability
 
 
 @runtime_checkable
@@ -98,7 +98,7 @@ class RandomAgent(AgentBase):
 class EngineSettings:
     """How to start and limit a UCI engine. At least one of nodes, time (s) and depth."""
 
-    path: str | None = None  # None: pipeline.engine_path.find_engine()
+    path: str | None = None  # None: core.engine_path.find_engine()
     nodes: int | None = None
     time: float | None = None
     depth: int | None = None
@@ -238,7 +238,7 @@ class RootMoveValue:
 
 
 def score_win_probability(score: chess.engine.Score) -> float:
-    """pipeline.values.win_probability of a python-chess Score (side to move's view)."""
+    """core.values.win_probability of a python-chess Score (side to move's view)."""
     mate = score.mate()
     return win_probability(mate=mate) if mate is not None else win_probability(cp=score.score())
 
@@ -256,7 +256,7 @@ class StockfishOracleAgent(_EngineAgent):
 
     def move_values(self, board: chess.Board) -> list[RootMoveValue]:
         """Every legal move's value, in action-space order."""
-        from model.actions import move_to_index
+        from core.actions import move_to_index
 
         moves = sorted(_legal_moves(board), key=move_to_index)
         values = []
@@ -513,7 +513,7 @@ def _agent_arguments(spec: AgentSpec, engine_path: str | None) -> dict:
 def make_agent(spec: str | AgentSpec, engine_path: str | None = None) -> AgentBase:
     """Builds the agent a spec names (see SPEC_HELP). `engine_path` is the CLI's --engine,
     used by Stockfish agents whose spec has no `engine=` option. ValueError for a bad spec,
-    pipeline.engine_path.EngineNotFoundError when no engine is found."""
+    core.engine_path.EngineNotFoundError when no engine is found."""
     if isinstance(spec, str):
         spec = parse_agent_spec(spec)
     arguments = _agent_arguments(spec, engine_path)

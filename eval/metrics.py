@@ -1,73 +1,15 @@
-"""Per-board metrics comparing predicted action values with Stockfish's.
+"""A checkpoint judged on an annotated test split: action accuracy, Kendall's tau, log-loss.
 
-Pure functions on arrays; the CLI that runs them over a checkpoint and a test split is below
-them. Values are win probabilities from the side to move's view, one per legal move.
+The per-board rules themselves are `core.metrics` (the trainer uses the same ones).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import kendalltau
 
-
-def _pair(predicted, truth) -> tuple[np.ndarray, np.ndarray]:
-    predicted = np.asarray(predicted, dtype=np.float64)
-    truth = np.asarray(truth, dtype=np.float64)
-    if predicted.shape != truth.shape or predicted.ndim != 1 or predicted.size == 0:
-        raise ValueError(
-            f"need two equal, non-empty 1-D arrays, got {predicted.shape} and {truth.shape}"
-        )
-    return predicted, truth
-
-
-def is_best_action(predicted: np.ndarray, truth: np.ndarray) -> bool:
-    """Whether the move the prediction ranks first is among the truth's best (ties count)."""
-    predicted, truth = _pair(predicted, truth)
-    return bool(truth[int(np.argmax(predicted))] >= truth.max())
-
-
-def kendall_tau(predicted: np.ndarray, truth: np.ndarray) -> float:
-    """Kendall's tau-b between predicted and true values of one board's legal moves.
-
-    The rank correlation of the values themselves (the paper's code correlates argsort
-    outputs, which is not the rank correlation). 1.0 for a single legal move; NaN when
-    either side is constant, where the correlation is undefined.
-    """
-    predicted, truth = _pair(predicted, truth)
-    if predicted.size == 1:
-        return 1.0
-    if np.all(predicted == predicted[0]) or np.all(truth == truth[0]):
-        return math.nan
-    return float(kendalltau(predicted, truth).statistic)
-
-
-def summarize(predicted: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> dict:
-    """Action accuracy, mean Kendall's tau and mean absolute win-probability error over boards."""
-    if len(predicted) != len(truth):
-        raise ValueError("predicted and truth hold different numbers of boards")
-    accuracy = [is_best_action(p, t) for p, t in zip(predicted, truth, strict=True)]
-    taus = np.array([kendall_tau(p, t) for p, t in zip(predicted, truth, strict=True)])
-    errors = (
-        np.concatenate(
-            [np.abs(np.asarray(p) - np.asarray(t)) for p, t in zip(predicted, truth, strict=True)]
-        )
-        if predicted
-        else np.zeros(0)
-    )
-    defined = ~np.isnan(taus)
-    return {
-        "boards": len(predicted),
-        "action_accuracy": float(np.mean(accuracy)) if accuracy else math.nan,
-        "kendall_tau": float(taus[defined].mean()) if defined.any() else math.nan,
-        "kendall_tau_boards": int(defined.sum()),
-        "mean_abs_win_prob_error": float(errors.mean()) if errors.size else math.nan,
-    }
-
-
-# --- CLI: a checkpoint against an annotated test split -----------------------------------
+from core.metrics import summarize
 
 _EVAL_COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
 
@@ -76,9 +18,9 @@ def read_rows(path: str, max_boards: int | None = None) -> list[dict]:
     """The first `max_boards` (default all) annotated boards at `path` (file, shard directory
     or glob) as dicts with the columns evaluate_checkpoint needs, schema-checked.
 
-    Raises FileNotFoundError or pipeline.schema.SchemaError naming the file.
+    Raises FileNotFoundError or core.schema.SchemaError naming the file.
     """
-    from pipeline.schema import read_boards
+    from core.schema import read_boards
 
     if max_boards is not None and max_boards < 0:
         raise ValueError(f"max_boards must be >= 0, got {max_boards}")
@@ -103,10 +45,10 @@ def score_rows(predictor, rows: list[dict]) -> tuple[list[np.ndarray], np.ndarra
     """
     import chess
 
-    from model.actions import legal_actions, moves_to_indices
-    from model.bins import to_bins
+    from core.actions import legal_actions, moves_to_indices
+    from core.bins import to_bins
+    from core.tokenizer import tokenize_batch
     from model.predictor import legal_move_probs
-    from model.tokenizer import tokenize_batch
 
     for row in rows:
         if list(row["moves"]) != legal_actions(chess.Board(row["fen"])):
@@ -146,10 +88,10 @@ def evaluate_checkpoint(
     predictor, rows: list[dict], chunk_boards: int = 64, show_progress: bool = True
 ) -> dict:
     """Action accuracy, Kendall's tau, mean |win-prob error| and log-loss over `rows`
-    (dicts with the columns of pipeline.schema; `moves` in action-space order). Boards
+    (dicts with the columns of core.schema; `moves` in action-space order). Boards
     without legal moves are left out, and so are partial boards (only some moves valued):
     accuracy and tau compare every legal move."""
-    from pipeline.progress import Progress
+    from core.progress import Progress
 
     predicted, truth = [], []
     loss_sum, loss_count = 0.0, 0
@@ -188,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
     import sys
 
-    from pipeline.schema import SchemaError
+    from core.schema import SchemaError
 
     parser = argparse.ArgumentParser(
         prog="python -m eval.metrics",

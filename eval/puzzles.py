@@ -29,8 +29,8 @@ from typing import TextIO
 
 import chess
 
+from core.progress import Progress
 from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
-from pipeline.progress import Progress
 
 DEFAULT_BUCKET_WIDTH = 400
 LICHESS_COLUMNS = ("PuzzleId", "FEN", "Moves", "Rating")  # the first four, in this order

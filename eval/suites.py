@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 
 import chess
 
+from core.progress import Progress
 from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
-from pipeline.progress import Progress
 
 POINT_FIELDS = ("c0", "c1")
 STS_REFERENCE = {"max_points": 15_000, "Giraffe (0.1 s)": 8_526, "Stockfish 5 (0.1 s)": 10_505}

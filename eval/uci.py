@@ -30,8 +30,8 @@ from typing import TextIO
 import chess
 import numpy as np
 
+from core.values import LICHESS_CP_SCALE
 from eval.engines import Agent, NeuralAgent, make_agent, pick_index
-from pipeline.values import LICHESS_CP_SCALE
 
 ENGINE_AUTHOR = "searchless-chess authors"
 VALUE_TARGETS = ("av", "sv")

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from model import bins
-from model.actions import NUM_ACTIONS
-from model.tokenizer import SEQUENCE_LENGTH, VOCAB_SIZE
+from core import bins
+from core.actions import NUM_ACTIONS
+from core.tokenizer import SEQUENCE_LENGTH, VOCAB_SIZE
 
 TARGETS = ("av", "sv", "bc")
 SAMPLERS = ("uniform", "weighted")
@@ -228,7 +228,7 @@ def _parse_value(text: str) -> Any:
 
 def validate(config: Config, check_data: bool = True) -> Config:
     """Raises ConfigError for anything that cannot train; returns the config unchanged."""
-    from pipeline.schema import board_files
+    from core.schema import board_files
 
     m, t, d = config.model, config.train, config.data
     if t.target not in TARGETS:

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from model import bins
-from model.actions import indices_to_moves, moves_to_indices
-from model.tokenizer import tokenize_batch
-from pipeline.schema import board_files, read_board_file
+from core import bins
+from core.actions import indices_to_moves, moves_to_indices
+from core.schema import board_files, read_board_file
+from core.tokenizer import tokenize_batch
 
 _COLUMNS = ["fen", "count", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
 

@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from model import bins
-from model.actions import NUM_ACTIONS, legal_actions, moves_to_indices
+from core import bins
+from core.actions import NUM_ACTIONS, legal_actions, moves_to_indices
+from core.tokenizer import tokenize_batch
 from model.config import Config, ModelConfig, TrainConfig
-from model.tokenizer import tokenize_batch
 from model.transformer import build, cast
 
 _MIN_BUCKET = 16
@@ -126,7 +126,7 @@ class Predictor:
             )
 
     def log_probs(self, states: np.ndarray, actions: np.ndarray | None = None) -> np.ndarray:
-        """The network's raw output for tokenized rows (model.tokenizer.tokenize_batch):
+        """The network's raw output for tokenized rows (core.tokenizer.tokenize_batch):
         (N, num_bins) log-probabilities over value bins for AV (`actions`: (N,) action
         indices) and SV, (N, 1968) over actions for BC. Padded and jitted like the rest."""
         states, actions = self._token_rows(states, actions)

@@ -40,15 +40,15 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from eval.metrics import summarize
+from core.metrics import summarize
+from core.progress import format_duration
+from core.schema import SchemaError
 from model import config as config_lib
 from model.checkpoint import Checkpointer, abstract_like, checkpoints_dir
 from model.config import Config, ConfigError, ModelConfig, TrainConfig
 from model.data import Batches, BoardData, DataError, fingerprint, load_boards
 from model.predictor import Predictor
 from model.transformer import build, cast, count_params, init_params
-from pipeline.progress import format_duration
-from pipeline.schema import SchemaError
 
 DATA_AXIS = "data"
 

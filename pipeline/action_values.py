@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import chess
 
-from model.actions import legal_actions
+from core.actions import legal_actions
+from core.schema import SOURCE_ANNOTATE
 from pipeline.engine import EngineError, Limit, MoveSearch, UciEngine
-from pipeline.schema import SOURCE_ANNOTATE
 
 
 class NoLegalMoves(ValueError):

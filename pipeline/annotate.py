@@ -15,7 +15,7 @@ Stages (each a Beam transform; the same code runs on the DirectRunner, Dataflow,
 4. AnnotateBoards: one Stockfish per worker (started in `setup`, closed in `teardown`), one
    search per legal move restricted to that move; engine failures restart the engine and retry,
    boards that still fail go to the failures output.
-5. Sharded Parquet (`pipeline/schema.py`) and `stats.json` beside the shards.
+5. Sharded Parquet (`core/schema.py`) and `stats.json` beside the shards.
 
 Resume: AnnotateBoards also appends its rows to `<split>/_journal/` as it goes (`JournalWriter`).
 A rerun with the same settings (`_journal/run.json`) joins the journal's rows to the boards by
@@ -50,12 +50,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from pipeline import pgn, stats
-from pipeline.action_values import BoardAnnotator, NoLegalMoves, Outcome
-from pipeline.engine import Limit, UciEngine
-from pipeline.engine_path import find_engine
-from pipeline.progress import format_duration, print_result
-from pipeline.schema import (
+from core.engine_path import find_engine
+from core.progress import format_duration, print_result
+from core.schema import (
     BOARD_SCHEMA,
     BOARDS_PREFIX,
     FAILURE_SCHEMA,
@@ -70,6 +67,9 @@ from pipeline.schema import (
     check_schema,
     journal_part_name,
 )
+from pipeline import pgn, stats
+from pipeline.action_values import BoardAnnotator, NoLegalMoves, Outcome
+from pipeline.engine import Limit, UciEngine
 from pipeline.shards import WriteShards, clear_outputs, list_files, write_parquet
 from pipeline.sources import InputError, expand_inputs, read_lines
 

@@ -27,7 +27,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 
-from pipeline.progress import Progress
+from core.progress import Progress
 
 LICHESS_STANDARD = "https://database.lichess.org/standard/"
 CHECKSUM_LIST = "sha256sums.txt"

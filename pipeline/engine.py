@@ -24,7 +24,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from pipeline.values import win_probability
+from core.values import win_probability
 
 
 class EngineError(RuntimeError):

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
+from core.progress import Progress
+from core.schema import board_files, read_board_file
 from pipeline.bag import BagWriter, shard_names
 from pipeline.bag_records import KINDS, check_kind, encode_av, encode_bc, encode_sv
-from pipeline.progress import Progress
-from pipeline.schema import board_files, read_board_file
 from pipeline.shards import shard_of
 
 _COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob", "partial"]

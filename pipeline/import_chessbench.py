@@ -4,7 +4,7 @@
         --input 'data/chessbench/train/action_value@2148_data.bag'
 
 reads the paper's released records (pipeline/bag.py and bag_records.py have the format) and
-writes the one table of pipeline/schema.py to `<output>/<split>/boards-*.parquet`,
+writes the one table of core/schema.py to `<output>/<split>/boards-*.parquet`,
 `failures-*.parquet` and `stats.json`, so the trainer takes it like data this project
 annotated. Beam options not listed here (`--runner`, `--direct_num_workers`, ...) go to Beam,
 so the 2,148 action-value shards can be imported on a cluster.
@@ -48,13 +48,9 @@ import chess
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from model.actions import legal_actions, move_to_index
-from model.tokenizer import tokenize
-from pipeline import stats
-from pipeline.bag import BagFormatError, BagReader, expand_pattern
-from pipeline.bag_records import KINDS, check_kind, decode_av, decode_bc, decode_sv
-from pipeline.progress import format_duration, print_result
-from pipeline.schema import (
+from core.actions import legal_actions, move_to_index
+from core.progress import format_duration, print_result
+from core.schema import (
     BOARD_SCHEMA,
     BOARDS_PREFIX,
     FAILURE_SCHEMA,
@@ -64,6 +60,10 @@ from pipeline.schema import (
     STATS_FILE,
     shard_name,
 )
+from core.tokenizer import tokenize
+from pipeline import stats
+from pipeline.bag import BagFormatError, BagReader, expand_pattern
+from pipeline.bag_records import KINDS, check_kind, decode_av, decode_bc, decode_sv
 from pipeline.shards import WriteShards, clear_outputs, shard_of, write_parquet
 
 # What the paper says made ChessBench: Stockfish 16 at 50 ms per (board, move).

@@ -65,17 +65,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 
-from pipeline.lichess_evals import (
-    DEFAULT_FULLMOVE,
-    DEFAULT_HALFMOVE,
-    ENGINE,
-    REASONS,
-    BadLine,
-    Converted,
-    convert_line,
-)
-from pipeline.progress import Progress, format_duration, print_result
-from pipeline.schema import (
+from core.progress import Progress, format_duration, print_result
+from core.schema import (
     BOARD_SCHEMA,
     BOARDS_PREFIX,
     FAILURE_SCHEMA,
@@ -85,6 +76,15 @@ from pipeline.schema import (
     SOURCE_LICHESS_EVALS,
     STATS_FILE,
     shard_name,
+)
+from pipeline.lichess_evals import (
+    DEFAULT_FULLMOVE,
+    DEFAULT_HALFMOVE,
+    ENGINE,
+    REASONS,
+    BadLine,
+    Converted,
+    convert_line,
 )
 
 DEFAULT_ROWS_PER_SHARD = 1_000_000

@@ -10,10 +10,10 @@ One line -> one board row:
 - `count` is 1: the database holds each position once; duplicates are not looked for (that
   would need every FEN in memory).
 - `moves` are the distinct first moves of the evaluation's PVs, normalised by python-chess
-  (`e1h1` castling becomes `e1g1`), in action-space order (model/actions.py); a repeated first
+  (`e1h1` castling becomes `e1g1`), in action-space order (core/actions.py); a repeated first
   move keeps its first PV's score and is counted (`duplicate_pv_moves`). `cp`/`mate` are
   Lichess's white-view scores turned to the side to move's view, `win_probs` come from
-  `pipeline.values.win_probability`, exactly as in the annotation pipeline.
+  `core.values.win_probability`, exactly as in the annotation pipeline.
 - `best_move` and `state_*` come from the PV with the highest win probability, the first one
   among equals. Lichess lists PVs best first, so that is the first PV unless a later one is
   strictly better, which is counted (`best_pv_not_first`): `best_move` must be an argmax of
@@ -40,9 +40,9 @@ from typing import Any
 
 import chess
 
-from model.actions import ACTION_TO_INDEX
-from pipeline.schema import SOURCE_LICHESS_EVALS
-from pipeline.values import win_probability
+from core.actions import ACTION_TO_INDEX
+from core.schema import SOURCE_LICHESS_EVALS
+from core.values import win_probability
 
 DEFAULT_HALFMOVE = 0
 DEFAULT_FULLMOVE = 1

@@ -17,7 +17,7 @@ import sys
 
 import pyarrow.parquet as pq
 
-from pipeline.schema import board_files, check_schema
+from core.schema import board_files, check_schema
 
 
 def _position(fen: str) -> str:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.schema import BOARDS_PREFIX, FAILURES_PREFIX, ROW_GROUP_SIZE, STATS_FILE, shard_name
+from core.schema import BOARDS_PREFIX, FAILURES_PREFIX, ROW_GROUP_SIZE, STATS_FILE, shard_name
 
 
 def shard_of(fen: str, num_shards: int) -> int:

@@ -9,7 +9,7 @@ import chess.pgn
 import pytest
 import zstandard
 
-from pipeline.engine_path import EngineNotFoundError, find_engine
+from core.engine_path import EngineNotFoundError, find_engine
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"

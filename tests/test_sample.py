@@ -12,7 +12,7 @@ import chess.engine
 import chess.pgn
 import pytest
 
-from pipeline.values import win_probability
+from core.values import win_probability
 
 SAMPLE = pathlib.Path(__file__).resolve().parent.parent / "data" / "sample"
 LICHESS_HEADER = [

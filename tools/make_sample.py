@@ -39,12 +39,12 @@ import chess.engine
 import chess.pgn
 import zstandard
 
+from core.engine_path import engine_id, find_engine
+from core.progress import Progress
+from core.values import win_probability
 from eval.engines import EngineSettings, RandomAgent, StockfishAgent
 from eval.openings import load_openings
 from eval.tournament import play_game
-from pipeline.engine_path import engine_id, find_engine
-from pipeline.progress import Progress
-from pipeline.values import win_probability
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FAMOUS_SOURCE = ROOT / "tools" / "famous_games.txt"
@@ -264,7 +264,7 @@ def mismatch_games(engine: str, rules: MismatchRules = MismatchRules()) -> list[
 @dataclass(frozen=True)
 class PuzzleRules:
     """When a position makes a puzzle. Win probabilities are the side to move's
-    (pipeline.values); a "mate" is a forced mate for the solver."""
+    (core.values); a "mate" is a forced mate for the solver."""
 
     screen_nodes: int = 50_000  # every position, two best lines
     solve_nodes: int = 500_000  # the candidates' solution lines

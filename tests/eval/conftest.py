@@ -9,8 +9,8 @@ import random
 import chess
 import pytest
 
+from core.schema import BOARDS_PREFIX, shard_name, write_boards
 from eval.engines import AgentBase, EngineSettings, StockfishOracleAgent
-from pipeline.schema import BOARDS_PREFIX, shard_name, write_boards
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def random_positions(num: int, seed: int) -> list[tuple[str, int]]:
 
 
 def annotated_rows(positions, oracle: StockfishOracleAgent) -> list[dict]:
-    """Rows of pipeline.schema, every legal move valued by the real Stockfish (the oracle's
+    """Rows of core.schema, every legal move valued by the real Stockfish (the oracle's
     one-root-move searches, as the pipeline annotates)."""
     rows = []
     for fen, count in positions:

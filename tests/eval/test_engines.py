@@ -5,6 +5,8 @@ import chess
 import numpy as np
 import pytest
 
+from core.actions import legal_actions
+from core.engine_path import EngineNotFoundError
 from eval.engines import (
     Agent,
     EngineSettings,
@@ -16,8 +18,6 @@ from eval.engines import (
     pick_index,
     repetition_adjusted,
 )
-from model.actions import legal_actions
-from pipeline.engine_path import EngineNotFoundError
 
 SCHOLAR = "r1bqkbnr/pppp1ppp/2n5/4p3/2B1P3/5Q2/PPPP1PPP/RNB1K1NR w KQkq - 2 4"  # Qxf7#
 FOOL = "rnbqkbnr/pppp1ppp/8/4p3/6P1/5P2/PPPPP2P/RNBQKBNR b KQkq - 0 2"  # Qh4#

@@ -6,14 +6,14 @@ import jax
 import numpy as np
 import pytest
 
+from core.actions import legal_actions
+from core.schema import read_boards
 from eval.engines import NeuralAgent, make_agent
 from eval.metrics import main as metrics_main
 from eval.puzzles import main as puzzles_main
-from model.actions import legal_actions
 from model.config import Config
 from model.predictor import Predictor
 from model.transformer import init_params
-from pipeline.schema import read_boards
 
 REPEATING = ("g1f3", "g8f6", "f3g1", "f6g8", "g1f3", "g8f6", "f3g1")  # ...Ng8 allows a claim
 

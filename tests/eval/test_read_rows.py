@@ -4,8 +4,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from core.schema import SchemaError, read_boards
 from eval.metrics import read_rows
-from pipeline.schema import SchemaError, read_boards
 
 
 def test_rows_hold_the_columns_the_metrics_need(annotated):

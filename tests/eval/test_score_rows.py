@@ -8,12 +8,12 @@ import jax
 import numpy as np
 import pytest
 
+from core.actions import legal_actions, moves_to_indices
+from core.bins import to_bins
+from core.tokenizer import tokenize_batch
 from eval.metrics import score_rows
-from model.actions import legal_actions, moves_to_indices
-from model.bins import to_bins
 from model.config import Config
 from model.predictor import Predictor
-from model.tokenizer import tokenize_batch
 from model.transformer import init_params
 
 

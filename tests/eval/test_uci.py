@@ -12,9 +12,9 @@ import chess
 import chess.engine
 import pytest
 
+from core.values import win_probability
 from eval.engines import RandomAgent
 from eval.uci import UciEngine, UciOptions, parse_position, win_prob_to_cp
-from pipeline.values import win_probability
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -219,10 +219,10 @@ TRAIN_BOARDS = 24
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory, stockfish) -> pathlib.Path:
     """A small AV model trained for a few steps on boards Stockfish annotated (nodes=50)."""
-    from model.actions import legal_actions
+    from core.actions import legal_actions
+    from core.engine_path import engine_id
+    from core.schema import shard_name, write_boards
     from model.train import main as train_main
-    from pipeline.engine_path import engine_id
-    from pipeline.schema import shard_name, write_boards
 
     root = tmp_path_factory.mktemp("uci_model")
     board, rows = chess.Board(), []

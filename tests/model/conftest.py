@@ -2,8 +2,8 @@
 
 Positions come from seeded random games, one position per game (so the tests need no shared
 data); every legal move is searched by the real Stockfish at a small node budget
-(`root_moves=[move]`), the score turned into a win probability by pipeline.values, and the
-rows written through pipeline.schema, exactly the contract the pipeline's Parquet follows.
+(`root_moves=[move]`), the score turned into a win probability by core.values, and the
+rows written through core.schema, exactly the contract the pipeline's Parquet follows.
 The state value and best move are those of the best-scoring move. Two engines run in
 parallel threads. The loader and loop mechanics tests use faster
 synthetic rows (real boards, random values) instead.
@@ -20,10 +20,10 @@ import chess
 import chess.engine
 import pytest
 
-from model.actions import legal_actions
-from pipeline.engine_path import engine_id
-from pipeline.schema import shard_name, write_boards
-from pipeline.values import win_probability
+from core.actions import legal_actions
+from core.engine_path import engine_id
+from core.schema import shard_name, write_boards
+from core.values import win_probability
 
 NODES = 200
 TRAIN_BOARDS = 900

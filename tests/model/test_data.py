@@ -9,11 +9,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from model import bins
-from model.actions import move_to_index
+from core import bins
+from core.actions import move_to_index
+from core.schema import SCHEMA_VERSION, SchemaError, boards_table
+from core.tokenizer import tokenize_batch
 from model.data import Batches, DataError, load_boards, make_view
-from model.tokenizer import tokenize_batch
-from pipeline.schema import SCHEMA_VERSION, SchemaError, boards_table
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ import jax
 import numpy as np
 import pytest
 
-from model import bins
+from core import bins
+from core.actions import legal_actions, moves_to_indices
+from core.tokenizer import tokenize_batch
 from model import config as config_lib
-from model.actions import legal_actions, moves_to_indices
 from model.predictor import Predictor, TargetError
-from model.tokenizer import tokenize_batch
 from model.transformer import build, init_params
 
 BOARDS = [

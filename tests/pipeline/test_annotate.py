@@ -25,10 +25,10 @@ import zstandard
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from model.actions import legal_actions
+from core.actions import legal_actions
+from core.schema import FAILURE_SCHEMA, check_schema, read_boards
 from pipeline import annotate, pgn
 from pipeline.engine import Limit
-from pipeline.schema import FAILURE_SCHEMA, check_schema, read_boards
 
 
 def _positions(text: str) -> collections.Counter:

@@ -14,8 +14,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from core.actions import ACTIONS, legal_actions
+from core.schema import read_boards
 from model import config as config_lib
-from model.actions import ACTIONS, legal_actions
 from model.data import load_boards
 from model.train import train
 from pipeline.bag import BagReader, BagWriter
@@ -23,7 +24,6 @@ from pipeline.bag_records import encode_av, encode_bc, encode_sv
 from pipeline.export_chessbench import ExportConfig, export
 from pipeline.import_chessbench import ImportConfig, run_config
 from pipeline.import_chessbench import main as import_main
-from pipeline.schema import read_boards
 
 BEAM = ["--runner=DirectRunner"]
 SPECIAL = [

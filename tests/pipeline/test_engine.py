@@ -13,7 +13,7 @@ import threading
 import chess
 import pytest
 
-from model.actions import legal_actions
+from core.actions import legal_actions
 from pipeline.action_values import (
     AnnotationFailed,
     BoardAnnotator,

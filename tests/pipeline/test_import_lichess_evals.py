@@ -21,7 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from model.actions import move_to_index
+from core.actions import move_to_index
+from core.schema import BOARD_SCHEMA, FAILURE_SCHEMA, SOURCE_LICHESS_EVALS, check_schema
+from core.values import win_probability
 from pipeline import import_lichess_evals as lev
 from pipeline.import_lichess_evals import (
     ImportConfig,
@@ -31,8 +33,6 @@ from pipeline.import_lichess_evals import (
     main,
 )
 from pipeline.lichess_evals import ENGINE, REASONS, BadLine, convert_line
-from pipeline.schema import BOARD_SCHEMA, FAILURE_SCHEMA, SOURCE_LICHESS_EVALS, check_schema
-from pipeline.values import win_probability
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,9 +18,9 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+from core.schema import JOURNAL_DIR, JOURNAL_RUN_FILE
 from pipeline import annotate
 from pipeline.annotate import JOURNAL_SECONDS, JournalWriter
-from pipeline.schema import JOURNAL_DIR, JOURNAL_RUN_FILE
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GAMES = 3  # the first three self-play games: ~300 unique boards

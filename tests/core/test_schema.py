@@ -3,7 +3,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.schema import (
+from core.schema import (
     BOARD_SCHEMA,
     FAILURE_SCHEMA,
     SchemaError,

@@ -4,7 +4,7 @@ import chess.engine
 import numpy as np
 import pytest
 
-from pipeline.values import win_probabilities, win_probability
+from core.values import win_probabilities, win_probability
 
 
 def lichess_formula(cp):

@@ -2,7 +2,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from model.bins import bin_centers, bin_edges, expected_value, hl_gauss_targets, to_bins
+from core.bins import bin_centers, bin_edges, expected_value, hl_gauss_targets, to_bins
 
 
 @pytest.mark.parametrize("k", [2, 32, 128])

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from pipeline import progress as progress_module
-from pipeline.progress import Progress, format_duration, print_result
+from core import progress as progress_module
+from core.progress import Progress, format_duration, print_result
 
 
 class Clock:

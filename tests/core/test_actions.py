@@ -2,7 +2,7 @@ import chess
 import numpy as np
 import pytest
 
-from model.actions import (
+from core.actions import (
     ACTIONS,
     NUM_ACTIONS,
     index_to_move,

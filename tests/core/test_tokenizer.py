@@ -2,7 +2,7 @@ import chess
 import numpy as np
 import pytest
 
-from model.tokenizer import (
+from core.tokenizer import (
     SEQUENCE_LENGTH,
     VOCAB_SIZE,
     VOCABULARY,

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from eval.metrics import is_best_action, kendall_tau, summarize
+from core.metrics import is_best_action, kendall_tau, summarize
 
 
 def test_tau_of_identical_and_reversed_orders():

@@ -1,0 +1,1 @@
+"""The ground floor: chess encodings and shared contracts every stage stands on."""
