@@ -17,11 +17,18 @@ Version 2 (this code writes it) added, so that data made elsewhere fits the same
 Version 1 files are still read: `read_board_file` upgrades them (float32 -> float64,
 `partial` False, `source` "annotate").
 
-Files live at `<out>/<split>/boards-SSSSS-of-NNNNN.parquet`, failures beside them at
-`<out>/<split>/failures-SSSSS-of-NNNNN.parquet`, and the run's statistics in `stats.json`.
-While a run is unfinished, `<out>/<split>/_journal/` holds its settings (`run.json`) and the
-board rows annotated so far (`part-<writer>-<seq>.parquet`, this schema), so that a rerun
-resumes; the directory is deleted once the run's outputs are written.
+The layout (every name is here): a split folder, `<out>/<split>/`, holds its board shards,
+`boards-SSSSS-of-NNNNN.parquet`, and nothing else, so that pyarrow, polars, duckdb and
+Hugging Face `datasets` open the folder as a dataset as it is (polars reads every file under
+a folder, whatever its name, so nothing else can live even in a subfolder). Everything else
+about the split is in its sibling `<out>/<split>.meta/` (`meta_dir`): the run's statistics
+(`stats.json`), the boards that could not be made (`failures-SSSSS-of-NNNNN.parquet`), and,
+while a run is unfinished, its journal (`journal/`: the settings in `run.json` and the rows
+made so far as `part-<writer>-<seq>.parquet`, this schema), deleted once the outputs are
+written. `<out>/README.md` is the dataset card of the splits in `<out>` (pipeline/card.py).
+
+Splits written before this layout (stats.json and failures-*.parquet beside the boards) are
+still read: `board_files` takes only the boards, `stats_file` finds either place.
 """
 
 from __future__ import annotations
@@ -41,9 +48,12 @@ _KIND_KEY = b"searchless_chess.kind"
 BOARDS_PREFIX = "boards"
 FAILURES_PREFIX = "failures"
 STATS_FILE = "stats.json"
+META_SUFFIX = ".meta"  # <out>/<split>.meta/: all but the boards
+CARD_FILE = "README.md"  # <out>/README.md: the dataset card
 
-# The journal of an unfinished run (pipeline/annotate.py): every name it uses is here.
-JOURNAL_DIR = "_journal"
+# The journal of an unfinished run (pipeline/annotate.py), in the meta folder.
+JOURNAL_DIR = "journal"
+LEGACY_JOURNAL_DIR = "_journal"  # where it was, inside the split folder
 JOURNAL_RUN_FILE = "run.json"
 JOURNAL_PART_PREFIX = "part"
 JOURNAL_PART_SUFFIX = ".parquet"
@@ -170,6 +180,50 @@ def shard_name(prefix: str, index: int, num_shards: int) -> str:
 def journal_part_name(writer: str, sequence: int) -> str:
     """A journal part's file name: unique per writer (a uuid4 hex) and its flush number."""
     return f"{JOURNAL_PART_PREFIX}-{writer}-{sequence:06d}{JOURNAL_PART_SUFFIX}"
+
+
+def meta_dir(split_dir: str) -> str:
+    """The folder beside a split that holds everything but its boards (any filesystem's
+    path: local, gs://, s3://)."""
+    return split_dir.rstrip("/") + META_SUFFIX
+
+
+def _join(directory: str, name: str) -> str:
+    return f"{directory.rstrip('/')}/{name}"
+
+
+def stats_path(split_dir: str) -> str:
+    """Where a run writes a split's stats.json."""
+    return _join(meta_dir(split_dir), STATS_FILE)
+
+
+def failures_dir(split_dir: str) -> str:
+    """Where a run writes a split's failure shards."""
+    return meta_dir(split_dir)
+
+
+def journal_path(split_dir: str) -> str:
+    """Where an unfinished annotate run keeps its journal."""
+    return _join(meta_dir(split_dir), JOURNAL_DIR)
+
+
+def legacy_outputs(split_dir: str) -> list[str]:
+    """Files of the layout before `.meta/` (stats.json, failure shards, an old journal's
+    folder) inside a local split folder: read where needed, replaced by a new run."""
+    if not os.path.isdir(split_dir):
+        return []
+    names = sorted(os.listdir(split_dir))
+    ours = [n for n in names if n == STATS_FILE or n.startswith(FAILURES_PREFIX + "-")]
+    ours += [n for n in names if n == LEGACY_JOURNAL_DIR]
+    return [os.path.join(split_dir, n) for n in ours]
+
+
+def find_stats(split_dir: str) -> str | None:
+    """A local split's stats.json in either layout (the `.meta/` one first), or None."""
+    for path in (stats_path(split_dir), os.path.join(split_dir, STATS_FILE)):
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 def board_files(path: str) -> list[str]:

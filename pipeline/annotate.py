@@ -15,16 +15,22 @@ Stages (each a Beam transform; the same code runs on the DirectRunner, Dataflow,
 4. AnnotateBoards: one Stockfish per worker (started in `setup`, closed in `teardown`), one
    search per legal move restricted to that move; engine failures restart the engine and retry,
    boards that still fail go to the failures output.
-5. Sharded Parquet (`core/schema.py`) and `stats.json` beside the shards.
+5. Sharded Parquet (`core/schema.py`), and in `<split>.meta/` the failures and `stats.json`,
+   written last, once the rows written are checked against the rows counted.
 
-Resume: AnnotateBoards also appends its rows to `<split>/_journal/` as it goes (`JournalWriter`).
+Games and boards are spread over `--groups` work units, and only transforms that every runner
+gets right are used (pipeline/portable.py), so the job runs on Beam's DaskRunner too.
+
+Resume: AnnotateBoards also appends its rows to `<split>.meta/journal/` as it goes
+(`JournalWriter`).
 A rerun with the same settings (`_journal/run.json`) joins the journal's rows to the boards by
 FEN (`ReadJournal`, `UseJournal`) and sends only the boards without a row to the engine; the
 journal is deleted once the outputs are written.
 
 With no `--runner`, `--runner=DirectRunner` is added (Beam's default would first try to download
-its Prism runner). `--direct_num_workers=N --direct_running_mode=multi_processing` runs N
-engines at once. `run(argv)` is the programmatic entry point and returns the stats document.
+its Prism runner); `--runner=DaskRunner` is Beam's DaskRunner (with `--dask_client_address`).
+`--direct_num_workers=N --direct_running_mode=multi_processing` runs N engines at once.
+`run(argv)` is the programmatic entry point and returns the stats document.
 
 The job's modules: this one is the command (options -> `AnnotateConfig`, then the run);
 `annotate_config` the settings; `annotate_output` readies the split (fresh, resumed or refused);
@@ -43,18 +49,18 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from core.engine_path import find_engine
 from core.progress import format_duration, print_result
-from core.schema import SCHEMA_VERSION, STATS_FILE
+from core.schema import SCHEMA_VERSION, stats_path
 from pipeline import stats
 from pipeline.annotate_config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
 from pipeline.annotate_graph import build
 from pipeline.annotate_journal import JOURNAL_EVERY, JOURNAL_SECONDS, delete_journal
 from pipeline.annotate_output import prepare_output, run_identity
 from pipeline.engine import Limit, UciEngine
+from pipeline.portable import DEFAULT_GROUPS, runner_args
 from pipeline.sources import expand_inputs
 
 
@@ -137,6 +143,13 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-shards", type=int, default=1, help="board shards to write")
     parser.add_argument(
+        "--groups",
+        type=int,
+        default=DEFAULT_GROUPS,
+        help="work units the games and boards are spread over, the unit a worker takes "
+        f"(default {DEFAULT_GROUPS}; on a big cluster a few per engine)",
+    )
+    parser.add_argument(
         "--overwrite",
         action="store_true",
         help="replace shards and stats already in <out>/<split>, and delete an interrupted "
@@ -171,6 +184,8 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         raise SystemExit(f"--sample-rate must be in (0, 1], got {args.sample_rate}")
     if args.num_shards < 1:
         raise SystemExit(f"--num-shards must be >= 1, got {args.num_shards}")
+    if args.groups < 1:
+        raise SystemExit(f"--groups must be >= 1, got {args.groups}")
     if args.max_games is not None and args.max_games < 1:
         raise SystemExit(f"--max-games must be >= 1, got {args.max_games}")
     if args.journal_every < 0:
@@ -188,13 +203,13 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         max_games=args.max_games,
         allow_setup=args.allow_setup,
         num_shards=args.num_shards,
+        groups=args.groups,
         overwrite=args.overwrite,
         fail_on_input_error=args.fail_on_input_error,
         progress_seconds=args.progress_seconds,
         journal_every=args.journal_every,
     )
-    if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
-        beam_args.append("--runner=DirectRunner")
+    beam_args = runner_args(beam_args)
     if not any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
         # Worker processes log every gRPC channel at INFO; progress lines are what matter.
         beam_args.append("--default_sdk_harness_log_level=WARNING")
@@ -245,6 +260,7 @@ def _static_stats(
             "allow_setup": config.allow_setup,
         },
         "num_shards": config.num_shards,
+        "groups": config.groups,
         "runner": _runner(options),
         "expected_workers": _expected_workers(options),
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -286,12 +302,12 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
     result = root.run()
     result.wait_until_finish()
     wall = time.monotonic() - began
-    stats_path = FileSystems.join(config.split_dir, STATS_FILE)
-    document = stats.read_json(stats_path)
+    path = stats_path(config.split_dir)
+    document = stats.read_json(path)
     document["wall_time_s"] = round(wall, 3)
     searched = document["action_values"] - document["resumed"]["action_values"]
     document["action_values_per_s"] = round(searched / wall, 2) if wall else 0
-    stats.write_json(stats_path, document)
+    stats.write_json(path, document)
     delete_journal(config.journal_dir)  # the outputs are complete: nothing left to resume
     return document
 

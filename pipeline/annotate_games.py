@@ -1,6 +1,8 @@
 """The DoFns from input files to boards: read and sample games, parse them, keep `--max-games`.
 
-Each counts what it skips in a `stats.BundleStats` emitted on stats.STATS_TAG.
+Each emits `(tag, value)` pairs (pipeline/portable.py): its data on GAMES_TAG or FENS_TAG and,
+at the end of each element, what it counted and skipped on stats.STATS_TAG. Parsing and
+keeping take games in groups (`portable.GroupInto`), the unit a worker takes.
 """
 
 from __future__ import annotations
@@ -10,7 +12,11 @@ import sys
 import apache_beam as beam
 
 from pipeline import pgn, stats
+from pipeline.portable import tagged
 from pipeline.sources import InputError, read_lines
+
+GAMES_TAG = "games"
+FENS_TAG = "fens"
 
 
 class ReadGames(beam.DoFn):
@@ -26,11 +32,12 @@ class ReadGames(beam.DoFn):
         self.seed = seed
         self.fail_on_input_error = fail_on_input_error
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
-
     def process(self, path: str):
-        s = self._stats
+        s = stats.BundleStats()
+        yield from self._games(path, s)
+        yield s.emit()
+
+    def _games(self, path: str, s: stats.BundleStats):
         try:
             for item in pgn.split_games(read_lines(path)):
                 if isinstance(item, pgn.Garbage):
@@ -47,58 +54,58 @@ class ReadGames(beam.DoFn):
                 if point >= self.sample_rate:
                     s.count("games_not_sampled")
                     continue
-                yield (point, identifier, path, item.ordinal), item
+                yield tagged(GAMES_TAG, ((point, identifier, path, item.ordinal), item))
         except InputError as e:
             s.input_error(path, str(e))
             print(f"WARNING: {e}", file=sys.stderr, flush=True)
             if self.fail_on_input_error:
                 raise
 
-    def finish_bundle(self):
-        yield self._stats.emit()
+
+def game_group_key(game) -> str:
+    """What decides a game's group (portable.GroupInto): its sort key."""
+    return repr(game[0])
 
 
 class ParseGames(beam.DoFn):
-    """(key, GameText) -> (key, FENs before each move), or a counted skip with an example."""
+    """(group, [(key, GameText)], _) -> (group, [(key, FENs before each move)]) on GAMES_TAG;
+    games that cannot be used are counted skips with examples."""
 
     def __init__(self, allow_setup: bool):
         self.allow_setup = allow_setup
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
-
     def process(self, element):
-        key, game = element
-        result = pgn.parse_game(game, self.allow_setup)
-        if isinstance(result, pgn.Skip):
-            self._stats.count(f"skipped.{result.reason}")
-            _, identifier, path, ordinal = key
-            self._stats.example(
-                result.reason, f"{path} game #{ordinal} ({identifier}): {result.detail}"
-            )
-            return
-        yield key, result.fens
-
-    def finish_bundle(self):
-        yield self._stats.emit()
+        group, games, _ = element
+        s = stats.BundleStats()
+        parsed = []
+        for key, game in games:
+            result = pgn.parse_game(game, self.allow_setup)
+            if isinstance(result, pgn.Skip):
+                s.count(f"skipped.{result.reason}")
+                _, identifier, path, ordinal = key
+                s.example(result.reason, f"{path} game #{ordinal} ({identifier}): {result.detail}")
+                continue
+            parsed.append((key, result.fens))
+        if parsed:
+            yield tagged(GAMES_TAG, (group, parsed))
+        yield s.emit()
 
 
 class KeepGames(beam.DoFn):
-    """Keeps games whose key is <= the `--max-games` threshold (all when there is none)."""
+    """(parsed games, threshold) -> the FENs of games whose key is <= the `--max-games`
+    threshold (of all games when it is None), on FENS_TAG."""
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
-
-    def process(self, element, threshold=None):
-        key, fens = element
-        if threshold is not None and key > threshold:
-            self._stats.count("games_over_max")
-            return
-        self._stats.count("games_used")
-        yield from fens
-
-    def finish_bundle(self):
-        yield self._stats.emit()
+    def process(self, element):
+        games, threshold = element
+        s = stats.BundleStats()
+        for key, fens in games:
+            if threshold is not None and key > threshold:
+                s.count("games_over_max")
+                continue
+            s.count("games_used")
+            for fen in fens:
+                yield tagged(FENS_TAG, fen)
+        yield s.emit()
 
 
 def max_games_threshold(smallest: list) -> tuple | None:

@@ -10,15 +10,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 
-from core.schema import BOARD_SCHEMA, BOARDS_PREFIX, FAILURE_SCHEMA, FAILURES_PREFIX, STATS_FILE
+from core.schema import (
+    BOARD_SCHEMA,
+    BOARDS_PREFIX,
+    FAILURE_SCHEMA,
+    FAILURES_PREFIX,
+    failures_dir,
+    stats_path,
+)
 from pipeline import stats
-from pipeline.annotate_boards import FAILURES_TAG, AnnotateBoards
+from pipeline.annotate_boards import FAILURES_TAG, ROWS_TAG, AnnotateBoards
 from pipeline.annotate_config import AnnotateConfig
-from pipeline.annotate_games import KeepGames, ParseGames, ReadGames, max_games_threshold
+from pipeline.annotate_games import (
+    FENS_TAG,
+    GAMES_TAG,
+    KeepGames,
+    ParseGames,
+    ReadGames,
+    game_group_key,
+    max_games_threshold,
+)
 from pipeline.annotate_journal import TODO_TAG, ReadJournal, UseJournal
+from pipeline.portable import GroupInto, join_all, singleton, split
 from pipeline.shards import WriteShards
+
+
+class RowsLost(RuntimeError):
+    """The rows written are not the rows the job counted: a runner lost or repeated work."""
 
 
 def build(
@@ -27,41 +46,48 @@ def build(
     inputs: list[str],
     static: dict | None = None,
     journal_parts: Sequence[str] = (),
-) -> None:
-    """Adds the whole job to `root`: inputs -> shards, failures and stats.json.
+) -> beam.PCollection:
+    """Adds the whole job to `root`: inputs -> shards, failures and stats.json; returns the
+    collection of the stats document (one element), the job's last step.
 
     `inputs` are concrete paths (see `expand_inputs`); `static` is copied into stats.json
     (its `expected_workers`, if any, scales the progress lines' ETA). Annotated rows are
     journaled to `config.journal_dir` unless `config.journal_every` is 0. `journal_parts`
     (`list_journal_parts`) are an interrupted run's parts: their boards are reused, not
     searched. `run_config` checks the journal's run.json first and deletes it afterwards.
+    Only transforms every runner gets right are used (pipeline/portable.py), and stats.json
+    is written only when the rows written are the rows counted (else RowsLost).
     """
     static = dict(static or {})
     unique, all_stats = _unique_boards(root, config, inputs)
-    todo, side_inputs, resumed_rows = unique, [], None
+    todo, resumed_rows = unique, None
     if journal_parts:
         joined, journal_stats = _join_journal(root, unique, journal_parts)
-        todo, resumed_rows = joined[TODO_TAG], joined.rows
+        todo, resumed_rows = joined[TODO_TAG], joined[ROWS_TAG]
         all_stats += journal_stats
-        resumed = joined.rows | "CountResumed" >> beam.combiners.Count.Globally()
-        side_inputs = [beam.pvalue.AsSingleton(resumed)]
-    total = beam.pvalue.AsSingleton(todo | "CountUnique" >> beam.combiners.Count.Globally())
-    annotated = todo | "AnnotateBoards" >> beam.ParDo(
-        AnnotateBoards(
-            config.engine,
-            config.limit,
-            config.progress_seconds,
-            static.get("expected_workers", 0),
-            config.journal_dir if config.journal_every > 0 else None,
-            config.journal_every,
+    context = _progress_context(todo, resumed_rows)
+    groups = todo | "GroupBoards" >> GroupInto(config.groups, lambda board: board[0], context)
+    annotated = split(
+        groups
+        | "AnnotateBoards"
+        >> beam.ParDo(
+            AnnotateBoards(
+                config.engine,
+                config.limit,
+                config.progress_seconds,
+                static.get("expected_workers", 0),
+                config.journal_dir if config.journal_every > 0 else None,
+                config.journal_every,
+            )
         ),
-        total,
-        *side_inputs,
-    ).with_outputs(stats.STATS_TAG, FAILURES_TAG, main="rows")
-    rows = annotated.rows
+        (ROWS_TAG, FAILURES_TAG, stats.STATS_TAG),
+        "BoardOutputs",
+    )
+    rows = annotated[ROWS_TAG]
     if resumed_rows is not None:
-        rows = (annotated.rows, resumed_rows) | "AllRows" >> beam.Flatten()
-    _write_outputs(config, rows, annotated[FAILURES_TAG], [*all_stats, annotated.stats], static)
+        rows = (rows, resumed_rows) | "AllRows" >> beam.Flatten()
+    all_stats.append(annotated[stats.STATS_TAG])
+    return _write_outputs(root, config, rows, annotated[FAILURES_TAG], all_stats, static)
 
 
 def _unique_boards(root: beam.Pipeline, config: AnnotateConfig, inputs: list[str]):
@@ -73,58 +99,107 @@ def _unique_boards(root: beam.Pipeline, config: AnnotateConfig, inputs: list[str
         # Spread files over workers (Create would hand all of them to one).
         | "SpreadFiles" >> beam.Reshuffle()
     )
-    read = files | "ReadGames" >> beam.ParDo(
-        ReadGames(config.sample_rate, config.seed, config.fail_on_input_error)
-    ).with_outputs(stats.STATS_TAG, main="games")
-    parsed = (
-        read.games
+    read = split(
+        files
+        | "ReadGames"
+        >> beam.ParDo(ReadGames(config.sample_rate, config.seed, config.fail_on_input_error)),
+        (GAMES_TAG, stats.STATS_TAG),
+        "ReadOutputs",
+    )
+    parsed = split(
+        read[GAMES_TAG]
         # A dump is one huge file read by one worker: spread its games before parsing.
-        | "SpreadGames" >> beam.Reshuffle()
-        | "ParseGames"
-        >> beam.ParDo(ParseGames(config.allow_setup)).with_outputs(stats.STATS_TAG, main="games")
+        | "GroupGames" >> GroupInto(config.groups, game_group_key)
+        | "ParseGames" >> beam.ParDo(ParseGames(config.allow_setup)),
+        (GAMES_TAG, stats.STATS_TAG),
+        "ParseOutputs",
     )
-    threshold = None
+    groups = parsed[GAMES_TAG]  # (group, [(key, fens)])
     if config.max_games:
-        threshold = beam.pvalue.AsSingleton(
-            parsed.games
-            | "GameKeys" >> beam.Map(lambda element: element[0])
-            | "SmallestKeys" >> beam.combiners.Top.Smallest(config.max_games)
-            | "Threshold" >> beam.Map(max_games_threshold)
+        keys = groups | "GameKeys" >> beam.FlatMap(lambda group: [key for key, _ in group[1]])
+        smallest = singleton(
+            keys, "SmallestKeys", beam.combiners.TopCombineFn(config.max_games, reverse=True)
         )
-    kept = parsed.games | "KeepGames" >> beam.ParDo(KeepGames(), threshold=threshold).with_outputs(
-        stats.STATS_TAG, main="fens"
+        threshold = smallest | "Threshold" >> beam.Map(max_games_threshold)
+        with_threshold = (
+            groups
+            | "GroupsAgain" >> GroupInto(config.groups, lambda group: str(group[0]), threshold)
+            | "WithThreshold"
+            >> beam.Map(lambda g: ([game for _, games in g[1] for game in games], g[2]))
+        )
+    else:
+        with_threshold = groups | "NoThreshold" >> beam.Map(lambda group: (group[1], None))
+    kept = split(
+        with_threshold | "KeepGames" >> beam.ParDo(KeepGames()),
+        (FENS_TAG, stats.STATS_TAG),
+        "KeepOutputs",
     )
-    unique = kept.fens | "CountBoards" >> beam.combiners.Count.PerElement()
-    return unique, [read.stats, parsed.stats, kept.stats]
+    unique = kept[FENS_TAG] | "CountBoards" >> beam.combiners.Count.PerElement()
+    return unique, [read[stats.STATS_TAG], parsed[stats.STATS_TAG], kept[stats.STATS_TAG]]
 
 
 def _join_journal(root: beam.Pipeline, unique, journal_parts: Sequence[str]):
-    """(fen, count) boards joined to the journal's rows: UseJournal's outputs (`rows` reused,
-    TODO_TAG boards still to annotate) and the stats collections of reading and joining."""
+    """(fen, count) boards joined to the journal's rows: UseJournal's outputs (ROWS_TAG rows
+    reused, TODO_TAG boards still to annotate) and the stats collections of reading and
+    joining."""
     journal = (
         root | "JournalParts" >> beam.Create(sorted(journal_parts)) | "ReadJournal" >> ReadJournal()
     )
-    joined = (
-        {"boards": unique, "journal": journal.rows}
+    joined = split(
+        {"boards": unique, "journal": journal[ROWS_TAG]}
         | "JoinJournal" >> beam.CoGroupByKey()
-        | "UseJournal"
-        >> beam.ParDo(UseJournal()).with_outputs(stats.STATS_TAG, TODO_TAG, main="rows")
+        | "UseJournal" >> beam.ParDo(UseJournal()),
+        (ROWS_TAG, TODO_TAG, stats.STATS_TAG),
+        "JournalOutputs",
     )
-    return joined, [journal.stats, joined.stats]
+    return joined, [journal[stats.STATS_TAG], joined[stats.STATS_TAG]]
 
 
-def _write_outputs(config: AnnotateConfig, rows, failures, all_stats: list, static: dict) -> None:
-    """Board rows -> sharded Parquet, failures -> one Parquet file, stats -> stats.json."""
+def _progress_context(todo, resumed_rows):
+    """{"todo": boards to annotate, "resumed": boards from the journal}, one element, for the
+    progress lines' ETA."""
+    ones = [todo | "CountTodo" >> beam.Map(lambda _: ("todo", 1))]
+    if resumed_rows is not None:
+        ones.append(resumed_rows | "CountResumed" >> beam.Map(lambda _: ("resumed", 1)))
+    counts = tuple(ones) | "AllCounted" >> beam.Flatten() | "Count" >> beam.CombinePerKey(sum)
+    return singleton(counts, "Context", beam.combiners.ToDictCombineFn())
+
+
+def _write_outputs(
+    root: beam.Pipeline, config: AnnotateConfig, rows, failures, all_stats: list, static: dict
+) -> beam.PCollection:
+    """Board rows -> sharded Parquet, failures -> one Parquet file, then (last) stats.json."""
     split_dir = config.split_dir
-    _ = rows | "WriteBoards" >> WriteShards(
+    boards = rows | "WriteBoards" >> WriteShards(
         split_dir, BOARDS_PREFIX, config.num_shards, BOARD_SCHEMA
     )
-    _ = failures | "WriteFailures" >> WriteShards(split_dir, FAILURES_PREFIX, 1, FAILURE_SCHEMA)
-    stats_path = FileSystems.join(split_dir, STATS_FILE)
-    _ = (
-        tuple(all_stats)
-        | "AllStats" >> beam.Flatten()
-        | "MergeStats" >> beam.CombineGlobally(stats.MergeStats())
-        | "WriteStats"
-        >> beam.Map(lambda merged: stats.write_json(stats_path, stats.summarize(merged, static)))
+    failed = failures | "WriteFailures" >> WriteShards(
+        failures_dir(split_dir), FAILURES_PREFIX, 1, FAILURE_SCHEMA
     )
+    merged = stats.merge_all(all_stats)
+    outputs = join_all(root, {"stats": merged, "boards": boards, "failures": failed}, "Outputs")
+    return outputs | "WriteStats" >> beam.Map(
+        finish, stats_path(split_dir), static, config.num_shards
+    )
+
+
+def finish(outputs: dict, path: str, static: dict, num_shards: int) -> dict:
+    """Checks that every row counted was written, once, and writes stats.json."""
+    merged = outputs["stats"][0] if outputs["stats"] else stats.empty()
+    document = stats.summarize(merged, static)
+    boards = document["boards"]
+    expected = {
+        "board rows": (boards["annotated"] + document["resumed"]["boards"], outputs["boards"]),
+        "failure rows": (boards["failed"], outputs["failures"]),
+    }
+    shards = {"board rows": num_shards, "failure rows": 1}
+    for what, (counted, written) in expected.items():
+        total = sum(n for _, n in written)
+        if total != counted or len(written) != shards[what]:
+            raise RowsLost(
+                f"{what}: {counted:,} counted but {total:,} written in {len(written)} of "
+                f"{shards[what]} shards; the runner lost or repeated work, so {path} was not "
+                "written (rerun to resume)"
+            )
+    stats.write_json(path, document)
+    return document
