@@ -54,6 +54,9 @@ CARD_FILE = "README.md"  # <out>/README.md: the dataset card
 # The journal of an unfinished run (pipeline/annotate.py), in the meta folder.
 JOURNAL_DIR = "journal"
 LEGACY_JOURNAL_DIR = "_journal"  # where it was, inside the split folder
+# The completed parts of an unfinished import (pipeline/import_lichess_evals.py), likewise.
+IMPORT_DIR = "import"
+LEGACY_IMPORT_DIR = "_import"
 JOURNAL_RUN_FILE = "run.json"
 JOURNAL_PART_PREFIX = "part"
 JOURNAL_PART_SUFFIX = ".parquet"
@@ -207,15 +210,34 @@ def journal_path(split_dir: str) -> str:
     return _join(meta_dir(split_dir), JOURNAL_DIR)
 
 
+def import_path(split_dir: str) -> str:
+    """Where an unfinished Lichess-evaluations import keeps its completed parts."""
+    return _join(meta_dir(split_dir), IMPORT_DIR)
+
+
 def legacy_outputs(split_dir: str) -> list[str]:
-    """Files of the layout before `.meta/` (stats.json, failure shards, an old journal's
-    folder) inside a local split folder: read where needed, replaced by a new run."""
+    """Files of the layout before `.meta/` (stats.json, failure shards, an old journal's or
+    import's folder) inside a local split folder: read where needed, replaced by a new run."""
     if not os.path.isdir(split_dir):
         return []
     names = sorted(os.listdir(split_dir))
     ours = [n for n in names if n == STATS_FILE or n.startswith(FAILURES_PREFIX + "-")]
-    ours += [n for n in names if n == LEGACY_JOURNAL_DIR]
+    ours += [n for n in names if n in (LEGACY_JOURNAL_DIR, LEGACY_IMPORT_DIR)]
     return [os.path.join(split_dir, n) for n in ours]
+
+
+def local_outputs(split_dir: str) -> list[str]:
+    """A local split's finished outputs in either layout: its board shards, and the failure
+    shards and stats.json of its meta folder or (the old layout) beside the boards."""
+    found = []
+    for directory, prefixes in (
+        (split_dir, (BOARDS_PREFIX + "-",)),
+        (meta_dir(split_dir), (FAILURES_PREFIX + "-", STATS_FILE)),
+    ):
+        if os.path.isdir(directory):
+            names = sorted(n for n in os.listdir(directory) if n.startswith(prefixes))
+            found += [os.path.join(directory, n) for n in names]
+    return found + legacy_outputs(split_dir)
 
 
 def find_stats(split_dir: str) -> str | None:

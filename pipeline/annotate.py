@@ -60,7 +60,7 @@ from pipeline.annotate_graph import build
 from pipeline.annotate_journal import JOURNAL_EVERY, JOURNAL_SECONDS, delete_journal
 from pipeline.annotate_output import prepare_output, run_identity
 from pipeline.engine import Limit, UciEngine
-from pipeline.portable import DEFAULT_GROUPS, runner_args
+from pipeline.portable import DEFAULT_GROUPS, for_workers, runner_args
 from pipeline.sources import expand_inputs
 
 
@@ -273,6 +273,9 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
     options = PipelineOptions(list(beam_args))
     runner = _runner(options)
     local = runner in ("DirectRunner", "direct", "DirectRunner()")
+    if not local:  # the workers may run in another directory
+        inputs = [for_workers(path) for path in inputs]
+        config = dataclasses.replace(config, out=for_workers(config.out))
     engine_path, engine_name = config.engine.path, None
     if local:  # the workers are this machine: check the engine before starting anything
         engine_path = find_engine(engine_path)

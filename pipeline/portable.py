@@ -23,6 +23,7 @@ that lose or corrupt data without an error, so the pipelines here keep to what i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -168,3 +169,9 @@ def runner_args(beam_args: Sequence[str]) -> list[str]:
 
 def is_dask(runner: str) -> bool:
     return runner in (DASK_RUNNER, *_RUNNER_ALIASES)
+
+
+def for_workers(path: str) -> str:
+    """A local path made absolute, for workers that run in another directory (a Dask
+    worker's is where it was started); a URL (gs://, s3://, http://) as it is."""
+    return path if "://" in path else os.path.abspath(path)

@@ -18,7 +18,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from core.schema import JOURNAL_DIR, JOURNAL_RUN_FILE
+from core.schema import JOURNAL_RUN_FILE, journal_path, meta_dir, stats_path
 from pipeline import annotate, annotate_output
 from pipeline.annotate_journal import JOURNAL_SECONDS, JournalWriter
 
@@ -50,12 +50,14 @@ def reference(games, stockfish, tmp_path_factory) -> tuple[pathlib.Path, dict]:
 
 
 def _files(split: pathlib.Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(split.iterdir())}
+    """The split's files and its meta folder's (by name: they never clash)."""
+    meta = pathlib.Path(meta_dir(str(split)))
+    return {p.name: p.read_bytes() for d in (split, meta) for p in sorted(d.iterdir())}
 
 
 def _assert_same_outputs(split: pathlib.Path, reference_split: pathlib.Path) -> None:
     mine, theirs = _files(split), _files(reference_split)
-    assert sorted(mine) == sorted(theirs)  # in particular: no _journal left behind
+    assert sorted(mine) == sorted(theirs)  # in particular: no journal left behind
     for name in theirs:
         if name.endswith(".parquet"):
             assert pq.read_table(split / name).equals(pq.read_table(reference_split / name))
@@ -97,7 +99,7 @@ def test_a_killed_run_resumes_from_its_journal_with_identical_shards(
 ):
     reference_split, reference_stats = reference
     out = tmp_path / "out"
-    journal = out / "train" / JOURNAL_DIR
+    journal = pathlib.Path(journal_path(str(out / "train")))
     more = ("--journal-every", "20", "--progress-seconds", "0.2")
     command = [sys.executable, "-m", "pipeline.annotate", *_argv(games, out, stockfish, *more)]
     with open(tmp_path / "killed.log", "wb") as log:
@@ -121,7 +123,7 @@ def test_a_killed_run_resumes_from_its_journal_with_identical_shards(
             except ProcessLookupError:
                 pass
     assert (journal / JOURNAL_RUN_FILE).exists()
-    assert not (out / "train" / "stats.json").exists()
+    assert not pathlib.Path(stats_path(str(out / "train"))).exists()
 
     rerun = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
@@ -157,11 +159,11 @@ def test_unreadable_parts_and_rows_of_other_boards_are_skipped(
         writer.add(dict(row, count=row["count"] + 1000))  # the current count must win
     writer.add(dict(rows[0], fen="4k3/8/8/8/8/8/8/4K2R w K - 0 1"))  # not a board of this run
     writer.flush()
-    journal = out / "train" / JOURNAL_DIR
+    journal = pathlib.Path(journal_path(str(out / "train")))
     (journal / "part-damaged-000000.parquet").write_bytes(b"PAR1 cut short")
     (journal / "part-killed-000000.parquet.tmp").write_bytes(b"PAR1 half written")
     # A completed run's outputs refuse a rerun; an interrupted run's partial ones do not.
-    (out / "train" / "stats.json").write_text("{}")
+    pathlib.Path(stats_path(str(out / "train"))).write_text("{}")
 
     document = annotate.run(argv)
     assert document["resumed"] == {
@@ -187,7 +189,7 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
         config, [str(tmp_path / "in.pgn")], annotate.uci_name(stockfish)
     )
     annotate_output.prepare_output(config, identity)
-    journal = out / "train" / JOURNAL_DIR
+    journal = pathlib.Path(journal_path(str(out / "train")))
     assert json.loads((journal / JOURNAL_RUN_FILE).read_text())["run"]["limit"] == "nodes=30"
 
     changed = [*argv, "--limit", "nodes=20", "--seed", "1"]
@@ -204,8 +206,8 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
     document = annotate.run([*changed, "--overwrite"])
     assert document["resumed"]["boards"] == 0 and document["boards"]["annotated"] == 7
     assert not journal.exists()
-    assert sorted(os.listdir(out / "train")) == [
-        "boards-00000-of-00001.parquet",
+    assert sorted(os.listdir(out / "train")) == ["boards-00000-of-00001.parquet"]
+    assert sorted(os.listdir(meta_dir(str(out / "train")))) == [
         "failures-00000-of-00001.parquet",
         "stats.json",
     ]
