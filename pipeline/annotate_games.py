@@ -1,8 +1,8 @@
 """The DoFns from input files to boards: read and sample games, parse them, keep `--max-games`.
 
 Each emits `(tag, value)` pairs (pipeline/portable.py): its data on GAMES_TAG or FENS_TAG and,
-at the end of each element, what it counted and skipped on stats.STATS_TAG. Parsing and
-keeping take games in groups (`portable.GroupInto`), the unit a worker takes.
+at the end of each element, what it counted and skipped on stats.STATS_TAG. Games travel in
+batches of GAME_BATCH, so that counting costs a few records per batch, not per game.
 """
 
 from __future__ import annotations
@@ -19,8 +19,12 @@ GAMES_TAG = "games"
 FENS_TAG = "fens"
 
 
+GAME_BATCH = 64  # games per element between reading and keeping (a few stats per batch)
+
+
 class ReadGames(beam.DoFn):
-    """Input path -> (sort key, GameText) for each sampled game.
+    """Input path -> batches of up to GAME_BATCH (sort key, GameText) sampled games on
+    GAMES_TAG, then the file's stats.
 
     The sort key (sampling point, game id, path, ordinal) orders games for `--max-games`.
     A damaged input keeps every complete game before the damage; the game cut short is
@@ -34,7 +38,14 @@ class ReadGames(beam.DoFn):
 
     def process(self, path: str):
         s = stats.BundleStats()
-        yield from self._games(path, s)
+        batch = []
+        for game in self._games(path, s):
+            batch.append(game)
+            if len(batch) == GAME_BATCH:
+                yield tagged(GAMES_TAG, batch)
+                batch = []
+        if batch:
+            yield tagged(GAMES_TAG, batch)
         yield s.emit()
 
     def _games(self, path: str, s: stats.BundleStats):
@@ -54,7 +65,7 @@ class ReadGames(beam.DoFn):
                 if point >= self.sample_rate:
                     s.count("games_not_sampled")
                     continue
-                yield tagged(GAMES_TAG, ((point, identifier, path, item.ordinal), item))
+                yield (point, identifier, path, item.ordinal), item
         except InputError as e:
             s.input_error(path, str(e))
             print(f"WARNING: {e}", file=sys.stderr, flush=True)
@@ -62,20 +73,14 @@ class ReadGames(beam.DoFn):
                 raise
 
 
-def game_group_key(game) -> str:
-    """What decides a game's group (portable.GroupInto): its sort key."""
-    return repr(game[0])
-
-
 class ParseGames(beam.DoFn):
-    """(group, [(key, GameText)], _) -> (group, [(key, FENs before each move)]) on GAMES_TAG;
-    games that cannot be used are counted skips with examples."""
+    """[(key, GameText)] -> [(key, FENs before each move)] on GAMES_TAG; games that cannot be
+    used are counted skips with examples."""
 
     def __init__(self, allow_setup: bool):
         self.allow_setup = allow_setup
 
-    def process(self, element):
-        group, games, _ = element
+    def process(self, games):
         s = stats.BundleStats()
         parsed = []
         for key, game in games:
@@ -87,13 +92,18 @@ class ParseGames(beam.DoFn):
                 continue
             parsed.append((key, result.fens))
         if parsed:
-            yield tagged(GAMES_TAG, (group, parsed))
+            yield tagged(GAMES_TAG, parsed)
         yield s.emit()
 
 
+def batch_group_key(batch) -> str:
+    """What decides a batch's group when batches are grouped (portable.GroupInto)."""
+    return repr(batch[0][0])
+
+
 class KeepGames(beam.DoFn):
-    """(parsed games, threshold) -> the FENs of games whose key is <= the `--max-games`
-    threshold (of all games when it is None), on FENS_TAG."""
+    """([(key, FENs)], threshold) -> the FENs of games whose key is <= the `--max-games`
+    threshold (of all games when it is None), on FENS_TAG, then stats."""
 
     def process(self, element):
         games, threshold = element

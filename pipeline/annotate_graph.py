@@ -28,16 +28,12 @@ from pipeline.annotate_games import (
     KeepGames,
     ParseGames,
     ReadGames,
-    game_group_key,
+    batch_group_key,
     max_games_threshold,
 )
 from pipeline.annotate_journal import TODO_TAG, ReadJournal, UseJournal
-from pipeline.portable import GroupInto, join_all, singleton, split
+from pipeline.portable import GroupInto, singleton, split
 from pipeline.shards import WriteShards
-
-
-class RowsLost(RuntimeError):
-    """The rows written are not the rows the job counted: a runner lost or repeated work."""
 
 
 def build(
@@ -56,7 +52,7 @@ def build(
     (`list_journal_parts`) are an interrupted run's parts: their boards are reused, not
     searched. `run_config` checks the journal's run.json first and deletes it afterwards.
     Only transforms every runner gets right are used (pipeline/portable.py), and stats.json
-    is written only when the rows written are the rows counted (else RowsLost).
+    is written only when the rows written are the rows counted (else stats.RowsLost).
     """
     static = dict(static or {})
     unique, all_stats = _unique_boards(root, config, inputs)
@@ -87,7 +83,7 @@ def build(
     if resumed_rows is not None:
         rows = (rows, resumed_rows) | "AllRows" >> beam.Flatten()
     all_stats.append(annotated[stats.STATS_TAG])
-    return _write_outputs(root, config, rows, annotated[FAILURES_TAG], all_stats, static)
+    return _write_outputs(config, rows, annotated[FAILURES_TAG], all_stats, static)
 
 
 def _unique_boards(root: beam.Pipeline, config: AnnotateConfig, inputs: list[str]):
@@ -108,27 +104,28 @@ def _unique_boards(root: beam.Pipeline, config: AnnotateConfig, inputs: list[str
     )
     parsed = split(
         read[GAMES_TAG]
-        # A dump is one huge file read by one worker: spread its games before parsing.
-        | "GroupGames" >> GroupInto(config.groups, game_group_key)
+        # A dump is one huge file read by one worker: spread its games before parsing (on Dask,
+        # a no-op: games are parsed where their file is read, see pipeline/portable.py).
+        | "SpreadGames" >> beam.Reshuffle()
         | "ParseGames" >> beam.ParDo(ParseGames(config.allow_setup)),
         (GAMES_TAG, stats.STATS_TAG),
         "ParseOutputs",
     )
-    groups = parsed[GAMES_TAG]  # (group, [(key, fens)])
+    batches = parsed[GAMES_TAG]  # [(key, fens)]
     if config.max_games:
-        keys = groups | "GameKeys" >> beam.FlatMap(lambda group: [key for key, _ in group[1]])
+        keys = batches | "GameKeys" >> beam.FlatMap(lambda batch: [key for key, _ in batch])
         smallest = singleton(
             keys, "SmallestKeys", beam.combiners.TopCombineFn(config.max_games, reverse=True)
         )
         threshold = smallest | "Threshold" >> beam.Map(max_games_threshold)
         with_threshold = (
-            groups
-            | "GroupsAgain" >> GroupInto(config.groups, lambda group: str(group[0]), threshold)
+            batches
+            | "GroupBatches" >> GroupInto(config.groups, batch_group_key, threshold)
             | "WithThreshold"
-            >> beam.Map(lambda g: ([game for _, games in g[1] for game in games], g[2]))
+            >> beam.Map(lambda g: ([game for batch in g[1] for game in batch], g[2]))
         )
     else:
-        with_threshold = groups | "NoThreshold" >> beam.Map(lambda group: (group[1], None))
+        with_threshold = batches | "NoThreshold" >> beam.Map(lambda batch: (batch, None))
     kept = split(
         with_threshold | "KeepGames" >> beam.ParDo(KeepGames()),
         (FENS_TAG, stats.STATS_TAG),
@@ -166,9 +163,12 @@ def _progress_context(todo, resumed_rows):
 
 
 def _write_outputs(
-    root: beam.Pipeline, config: AnnotateConfig, rows, failures, all_stats: list, static: dict
+    config: AnnotateConfig, rows, failures, all_stats: list, static: dict
 ) -> beam.PCollection:
-    """Board rows -> sharded Parquet, failures -> one Parquet file, then (last) stats.json."""
+    """Board rows -> sharded Parquet, failures -> one Parquet file, then (last) stats.json.
+
+    The writers' (path, rows) results join the stats as counts, so that one merge brings
+    everything to the last step (each merge is a shuffle, costly on Dask)."""
     split_dir = config.split_dir
     boards = rows | "WriteBoards" >> WriteShards(
         split_dir, BOARDS_PREFIX, config.num_shards, BOARD_SCHEMA
@@ -176,30 +176,27 @@ def _write_outputs(
     failed = failures | "WriteFailures" >> WriteShards(
         failures_dir(split_dir), FAILURES_PREFIX, 1, FAILURE_SCHEMA
     )
-    merged = stats.merge_all(all_stats)
-    outputs = join_all(root, {"stats": merged, "boards": boards, "failures": failed}, "Outputs")
-    return outputs | "WriteStats" >> beam.Map(
+    written = [
+        boards | "BoardsWritten" >> beam.MapTuple(lambda path, n: stats.written("boards", n)),
+        failed | "FailuresWritten" >> beam.MapTuple(lambda path, n: stats.written("failures", n)),
+    ]
+    merged = stats.merge_all([*all_stats, *written])
+    return merged | "WriteStats" >> beam.Map(
         finish, stats_path(split_dir), static, config.num_shards
     )
 
 
-def finish(outputs: dict, path: str, static: dict, num_shards: int) -> dict:
-    """Checks that every row counted was written, once, and writes stats.json."""
-    merged = outputs["stats"][0] if outputs["stats"] else stats.empty()
+def finish(merged: dict, path: str, static: dict, num_shards: int) -> dict:
+    """Checks that every row counted was written, once, then writes stats.json."""
     document = stats.summarize(merged, static)
     boards = document["boards"]
-    expected = {
-        "board rows": (boards["annotated"] + document["resumed"]["boards"], outputs["boards"]),
-        "failure rows": (boards["failed"], outputs["failures"]),
-    }
-    shards = {"board rows": num_shards, "failure rows": 1}
-    for what, (counted, written) in expected.items():
-        total = sum(n for _, n in written)
-        if total != counted or len(written) != shards[what]:
-            raise RowsLost(
-                f"{what}: {counted:,} counted but {total:,} written in {len(written)} of "
-                f"{shards[what]} shards; the runner lost or repeated work, so {path} was not "
-                "written (rerun to resume)"
-            )
+    stats.check_written(
+        merged,
+        {
+            "boards": (boards["annotated"] + document["resumed"]["boards"], num_shards),
+            "failures": (boards["failed"], 1),
+        },
+        path,
+    )
     stats.write_json(path, document)
     return document

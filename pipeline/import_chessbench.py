@@ -71,7 +71,6 @@ from pipeline.portable import (
     DEFAULT_GROUPS,
     GroupInto,
     for_workers,
-    join_all,
     runner_args,
     split,
     tagged,
@@ -374,10 +373,6 @@ def summarize(merged: dict, static: dict) -> dict:
     }
 
 
-class RowsLost(RuntimeError):
-    """The rows written are not the rows the import counted: a runner lost or repeated work."""
-
-
 def build(
     root: beam.Pipeline, config: ImportConfig, shards: list[str], static: dict
 ) -> beam.PCollection:
@@ -413,31 +408,25 @@ def build(
     failed = made[FAILURES_TAG] | "WriteFailures" >> WriteShards(
         failures_dir(split_dir), FAILURES_PREFIX, 1, FAILURE_SCHEMA
     )
+    # The writers' results join the stats as counts: one merge brings everything to the end.
+    written = [
+        made[WRITTEN_TAG]
+        | "BoardsWritten" >> beam.MapTuple(lambda path, rows: stats.written("boards", rows)),
+        failed
+        | "FailuresWritten" >> beam.MapTuple(lambda path, rows: stats.written("failures", rows)),
+    ]
     merged = stats.merge_all(
-        [listed[stats.STATS_TAG], decoded[stats.STATS_TAG], made[stats.STATS_TAG]]
+        [listed[stats.STATS_TAG], decoded[stats.STATS_TAG], made[stats.STATS_TAG], *written]
     )
-    outputs = join_all(
-        root, {"stats": merged, "boards": made[WRITTEN_TAG], "failures": failed}, "Outputs"
-    )
-    return outputs | "WriteStats" >> beam.Map(finish, stats_path(split_dir), static, n)
+    return merged | "WriteStats" >> beam.Map(finish, stats_path(split_dir), static, n)
 
 
-def finish(outputs: dict, path: str, static: dict, num_shards: int) -> dict:
-    """Checks that every board counted was written, once, and writes stats.json."""
-    merged = outputs["stats"][0] if outputs["stats"] else stats.empty()
+def finish(merged: dict, path: str, static: dict, num_shards: int) -> dict:
+    """Checks that every board counted was written, once, then writes stats.json."""
     document = summarize(merged, static)
     boards = document["boards"]
-    expected = {
-        "board rows": (boards["written"], outputs["boards"], num_shards),
-        "failure rows": (boards["failed"], outputs["failures"], 1),
-    }
-    for what, (counted, written, files) in expected.items():
-        total = sum(rows for _, rows in written)
-        if total != counted or len(written) != files:
-            raise RowsLost(
-                f"{what}: {counted:,} counted but {total:,} written in {len(written)} of "
-                f"{files} shards; the runner lost or repeated work, so {path} was not written"
-            )
+    expected = {"boards": (boards["written"], num_shards), "failures": (boards["failed"], 1)}
+    stats.check_written(merged, expected, path)
     stats.write_json(path, document)
     return document
 

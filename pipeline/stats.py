@@ -102,6 +102,32 @@ class BundleStats:
         return tagged(STATS_TAG, partial)
 
 
+def written(kind: str, rows: int) -> dict[str, Any]:
+    """One shard written, as counts (`written.<kind>.rows`, `.files`), merged with the job's
+    other stats so that the last step can compare rows written with rows counted."""
+    partial = empty()
+    partial["counts"] = {f"written.{kind}.rows": rows, f"written.{kind}.files": 1}
+    return partial
+
+
+def check_written(merged: dict[str, Any], expected: dict[str, tuple[int, int]], path: str):
+    """Raises RowsLost unless, for each kind, the rows and files written (`written`) are the
+    (rows, files) expected; `path` is the stats file that is then not written."""
+    c = merged["counts"]
+    for kind, (rows, files) in expected.items():
+        got_rows, got_files = c.get(f"written.{kind}.rows", 0), c.get(f"written.{kind}.files", 0)
+        if (got_rows, got_files) != (rows, files):
+            raise RowsLost(
+                f"{kind}: {rows:,} rows counted in {files} shard(s) but {got_rows:,} written in "
+                f"{got_files}; the runner lost or repeated work, so {path} was not written "
+                "(rerun the command)"
+            )
+
+
+class RowsLost(RuntimeError):
+    """The rows written are not the rows a job counted: a runner lost or repeated work."""
+
+
 def merge_all(collections: list, label: str = "MergeStats"):
     """The stats outputs of every stage -> one merged stats element."""
     return singleton(tuple(collections) | f"{label}.All" >> beam.Flatten(), label, MergeStats())
