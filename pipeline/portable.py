@@ -34,7 +34,7 @@ import apache_beam as beam
 
 from pipeline.shards import shard_of
 
-DEFAULT_GROUPS = 1024  # --groups: work units of a stage (on Dask: ~8 partitions)
+DEFAULT_GROUPS = 256  # --groups: work units of a stage (on Dask: 2 partitions by default)
 
 
 def tagged(tag: str, value: Any) -> tuple[str, Any]:

@@ -1,0 +1,143 @@
+"""The cluster path on a real distributed engine: annotate and import_chessbench on Beam's
+DaskRunner against a dask.distributed scheduler and two worker processes on 127.0.0.1, their
+shards compared byte for byte with the DirectRunner's."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import random
+import socket
+import subprocess
+import sys
+
+import chess
+import pytest
+
+from core.actions import legal_actions
+from core.schema import meta_dir, read_boards, stats_path
+from pipeline import annotate
+from pipeline.bag import write_bag
+from pipeline.bag_records import encode_av
+from pipeline.import_chessbench import ImportConfig, run_config
+
+distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GAMES = 2  # self-play games of the bundled sample: ~150 unique boards
+LIMIT = "nodes=100"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """`dask scheduler` and two `dask worker` processes (one thread each) on free ports of
+    127.0.0.1, started in a scratch directory (so that relative paths would break) and
+    stopped afterwards; yields the scheduler's address."""
+    work = tmp_path_factory.mktemp("dask")
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    common = ["--no-dashboard"]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+             "--port", str(port), *common],
+            cwd=work, stdout=subprocess.DEVNULL, stderr=open(work / "scheduler.log", "wb"),
+        )
+    ]  # fmt: skip
+    try:
+        with distributed.Client(address, timeout=60):
+            pass  # the scheduler answers
+        for i in range(2):
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "distributed.cli.dask_worker", address,
+                     "--nthreads", "1", "--nworkers", "1", "--host", "127.0.0.1",
+                     "--no-nanny", *common],
+                    cwd=work, stdout=subprocess.DEVNULL,
+                    stderr=open(work / f"worker{i}.log", "wb"),
+                )
+            )  # fmt: skip
+        with distributed.Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        yield address
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _shards(split: pathlib.Path) -> dict[str, bytes]:
+    """Every Parquet file of a split and its meta folder, by name."""
+    files = [*split.glob("*.parquet"), *pathlib.Path(meta_dir(str(split))).glob("*.parquet")]
+    return {f.name: f.read_bytes() for f in sorted(files)}
+
+
+@pytest.mark.slow
+def test_annotate_on_a_dask_cluster_writes_the_direct_runners_shards(
+    dask_cluster, sample_games, stockfish, tmp_path
+):
+    games = tmp_path / "selfplay.pgn"
+    games.write_text("\n\n".join(str(g) for g in sample_games("selfplay.pgn.zst", GAMES)) + "\n")
+    argv = [str(games), "--limit", LIMIT, "--num-shards", "3", "--engine", stockfish]
+    direct = annotate.run([*argv, "--out", str(tmp_path / "direct")])
+    # As the README's command: relative paths (the workers run elsewhere), the short name.
+    command = [sys.executable, "-m", "pipeline.annotate", "selfplay.pgn", *argv[1:],
+               "--out", "dask", "--runner=DaskRunner",
+               f"--dask_client_address={dask_cluster}"]  # fmt: skip
+    finished = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    on_dask = json.loads(finished.stdout)
+
+    direct_split, dask_split = tmp_path / "direct" / "train", tmp_path / "dask" / "train"
+    assert sorted(p.name for p in dask_split.iterdir()) == [
+        f"boards-{i:05d}-of-00003.parquet" for i in range(3)
+    ]
+    assert _shards(dask_split) == _shards(direct_split)  # byte for byte
+    rows = read_boards(str(dask_split)).to_pylist()
+    assert len(rows) == direct["boards"]["annotated"] > 100  # not an empty match
+    assert on_dask["runner"] == "apache_beam.runners.dask.dask_runner.DaskRunner"
+    for key in ("games", "boards", "action_values", "nodes_searched", "resumed", "input_errors"):
+        assert on_dask[key] == direct[key], key
+    # Both workers annotated: the boards were spread, each engine in a worker process.
+    assert len(on_dask["workers"]) == 2
+    assert sum(w["boards"] for w in on_dask["workers"]) == len(rows)
+    assert json.loads(pathlib.Path(stats_path(str(dask_split))).read_text()) == on_dask
+
+
+@pytest.mark.slow
+def test_import_chessbench_on_a_dask_cluster_writes_the_direct_runners_shards(
+    dask_cluster, tmp_path
+):
+    rng = random.Random(5)
+    board, records = chess.Board(), []
+    for _ in range(30):  # the boards of a random game, every legal move valued
+        for move in legal_actions(board):
+            records.append(encode_av(board.fen(), move, rng.random()))
+        board.push(rng.choice(list(board.legal_moves)))
+        if board.is_game_over():
+            break
+    records.append(encode_av("not a fen", "e2e4", 0.5))  # one failure row
+    rng.shuffle(records)
+    write_bag(tmp_path / "av-00000-of-00002_data.bag", records[: len(records) // 2])
+    write_bag(tmp_path / "av-00001-of-00002_data.bag", records[len(records) // 2 :])
+    pattern = str(tmp_path / "av@2_data.bag")
+    config = ImportConfig(pattern, "av", str(tmp_path / "direct"), num_shards=2, chunk_records=40)
+    direct = run_config(config, ["--runner=DirectRunner"])
+    on_dask = run_config(
+        ImportConfig(pattern, "av", str(tmp_path / "dask"), num_shards=2, chunk_records=40),
+        ["--runner=DaskRunner", f"--dask_client_address={dask_cluster}"],
+    )
+    assert _shards(tmp_path / "dask" / "train") == _shards(tmp_path / "direct" / "train")
+    for key in ("records", "boards", "action_values", "input_errors"):
+        assert on_dask[key] == direct[key], key
+    assert direct["boards"]["written"] > 20 and direct["boards"]["failed"] == 1
