@@ -88,6 +88,24 @@ BOARD_FIELDS = [
     pa.field("limit", pa.string(), nullable=False),
 ]
 
+# What each column means, for the dataset card (pipeline/card.py).
+COLUMN_DOCS = {
+    "fen": "the board (full FEN, move counters included)",
+    "count": "how often the board occurs in the source",
+    "moves": "moves valued (UCI), in action-space order; all legal moves unless `partial`",
+    "win_probs": "win probability of each move for the side to move",
+    "cp": "each move's centipawn score (null where it is a mate)",
+    "mate": "each move's mate distance (null where it is centipawns)",
+    "best_move": 'the highest-valued move ("" when the board has none)',
+    "state_win_prob": "the board's value: its best move's win probability (null if unknown)",
+    "state_cp": "the best move's centipawns",
+    "state_mate": "the best move's mate distance",
+    "partial": "true when `moves` are only some of the legal moves",
+    "source": "where the values come from: " + ", ".join(SOURCES),
+    "engine": "the engine's name and version",
+    "limit": "the search limit per move (nodes=N, time=S, depth=D)",
+}
+
 # What version 1 files differ in: read_board_file upgrades them to the fields above.
 _V1_TYPES = {"win_probs": pa.list_(pa.float32()), "state_win_prob": pa.float32()}
 _ADDED_IN_V2 = {"partial": False, "source": SOURCE_ANNOTATE}

@@ -59,6 +59,7 @@ from pipeline.annotate_config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
 from pipeline.annotate_graph import build
 from pipeline.annotate_journal import JOURNAL_EVERY, JOURNAL_SECONDS, delete_journal
 from pipeline.annotate_output import prepare_output, run_identity
+from pipeline.card import write_card
 from pipeline.engine import Limit, UciEngine
 from pipeline.portable import DEFAULT_GROUPS, for_workers, runner_args
 from pipeline.sources import expand_inputs
@@ -312,6 +313,7 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
     document["action_values_per_s"] = round(searched / wall, 2) if wall else 0
     stats.write_json(path, document)
     delete_journal(config.journal_dir)  # the outputs are complete: nothing left to resume
+    write_card(config.out)
     return document
 
 

@@ -67,6 +67,7 @@ from core.tokenizer import tokenize
 from pipeline import stats
 from pipeline.bag import BagFormatError, BagReader, expand_pattern
 from pipeline.bag_records import KINDS, check_kind, decode_av, decode_bc, decode_sv
+from pipeline.card import write_card
 from pipeline.portable import (
     DEFAULT_GROUPS,
     GroupInto,
@@ -468,6 +469,7 @@ def run_config(config: ImportConfig, beam_args: Sequence[str] = ()) -> dict:
     document["wall_time_s"] = round(wall, 3)
     document["records_per_s"] = round(document["records"]["read"] / wall, 1) if wall else 0
     stats.write_json(path, document)
+    write_card(config.output)
     return document
 
 

@@ -81,6 +81,7 @@ from core.schema import (
     shard_name,
     stats_path,
 )
+from pipeline.card import write_card
 from pipeline.lichess_evals import (
     DEFAULT_FULLMOVE,
     DEFAULT_HALFMOVE,
@@ -687,6 +688,7 @@ def import_lichess_evals(
     _write_json(stats_path(split_dir), document)
     os.remove(os.path.join(import_dir, RUN_FILE))  # first: leftovers are then never resumed
     shutil.rmtree(import_dir)
+    write_card(output_dir)
     return document
 
 

@@ -17,7 +17,7 @@ import pytest
 from core.actions import legal_actions
 from core.schema import meta_dir, read_boards, stats_path
 from pipeline import annotate
-from pipeline.bag import write_bag
+from pipeline.bag import BagWriter
 from pipeline.bag_records import encode_av
 from pipeline.import_chessbench import ImportConfig, run_config
 
@@ -128,8 +128,10 @@ def test_import_chessbench_on_a_dask_cluster_writes_the_direct_runners_shards(
             break
     records.append(encode_av("not a fen", "e2e4", 0.5))  # one failure row
     rng.shuffle(records)
-    write_bag(tmp_path / "av-00000-of-00002_data.bag", records[: len(records) // 2])
-    write_bag(tmp_path / "av-00001-of-00002_data.bag", records[len(records) // 2 :])
+    for index, part in enumerate((records[: len(records) // 2], records[len(records) // 2 :])):
+        with BagWriter(str(tmp_path / f"av-{index:05d}-of-00002_data.bag")) as writer:
+            for record in part:
+                writer.write(record)
     pattern = str(tmp_path / "av@2_data.bag")
     config = ImportConfig(pattern, "av", str(tmp_path / "direct"), num_shards=2, chunk_records=40)
     direct = run_config(config, ["--runner=DirectRunner"])
