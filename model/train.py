@@ -14,8 +14,9 @@ EMA, optimiser state and the loader's position, so the run continues exactly whe
 
 Writes to --out: `config.toml` (the resolved config), `checkpoints/<step>/` (see
 model.checkpoint), `metrics.jsonl` (one JSON object per log or evaluation; after a resume,
-steps between the last checkpoint and the interruption appear again), and TensorBoard event
-files when tensorboardX or torch is installed.
+steps between the last checkpoint and the interruption appear again), and `tensorboard/`
+event files of the same numbers when the `tensorboard` extra is installed
+(model/scalar_events.py).
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ from core.metrics import summarize
 from core.progress import format_duration
 from core.schema import SchemaError
 from model import config as config_lib
+from model import scalar_events
 from model.checkpoint import Checkpointer, abstract_like, checkpoints_dir
 from model.config import Config, ConfigError, ModelConfig, TrainConfig
 from model.data import Batches, BoardData, DataError, fingerprint, load_boards
 from model.predictor import Predictor
+from model.scalar_events import ScalarEvents
 from model.transformer import build, cast, count_params, init_params
 
 DATA_AXIS = "data"
@@ -218,39 +221,27 @@ def _jitted(model: ModelConfig, t: TrainConfig, placement: Placement) -> _Jitted
 
 
 class MetricsLog:
-    """metrics.jsonl (and TensorBoard if installed), written by process 0 only."""
+    """metrics.jsonl (and TensorBoard event files when the package is installed), written by
+    process 0 only."""
 
     def __init__(self, run_dir: str, enabled: bool):
         self.enabled = enabled
         self._file = open(os.path.join(run_dir, "metrics.jsonl"), "a") if enabled else None
-        self._tb = _tensorboard_writer(run_dir) if enabled else None
+        self._events = ScalarEvents(run_dir) if enabled and scalar_events.available() else None
 
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
-        if self._tb is not None:
-            for key, value in record.items():
-                if isinstance(value, int | float) and key != "step":
-                    self._tb.add_scalar(f"{record['kind']}/{key}", value, record["step"])
+        if self._events is not None:
+            self._events.write(record)
 
     def close(self) -> None:
         if self._file:
             self._file.close()
-        if self._tb is not None:
-            self._tb.close()
-
-
-def _tensorboard_writer(run_dir: str):
-    try:
-        from tensorboardX import SummaryWriter
-    except ImportError:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            return None
-    return SummaryWriter(os.path.join(run_dir, "tensorboard"))
+        if self._events is not None:
+            self._events.close()
 
 
 # --- evaluation -----------------------------------------------------------------------

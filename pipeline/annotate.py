@@ -271,7 +271,7 @@ def _static_stats(
 def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
     """Runs the job to completion and returns its stats document (also in stats.json)."""
     inputs = expand_inputs(list(config.inputs))
-    options = PipelineOptions(list(beam_args))
+    options = PipelineOptions(runner_args(beam_args))
     runner = _runner(options)
     local = runner in ("DirectRunner", "direct", "DirectRunner()")
     if not local:  # the workers may run in another directory

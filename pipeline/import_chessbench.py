@@ -436,7 +436,7 @@ def run_config(config: ImportConfig, beam_args: Sequence[str] = ()) -> dict:
     """Runs the import to completion; returns the stats document (also in stats.json)."""
     config.validate()
     shards = expand_pattern(config.input)
-    options = PipelineOptions(list(beam_args))
+    options = PipelineOptions(runner_args(beam_args))
     if (options.get_all_options().get("runner") or "DirectRunner") != "DirectRunner":
         # The workers may run in another directory.
         shards = [for_workers(path) for path in shards]
@@ -511,7 +511,7 @@ def parse_args(argv: Sequence[str]) -> tuple[ImportConfig, list[str]]:
         overwrite=args.overwrite,
         groups=args.groups,
     )
-    return config, runner_args(beam_args)
+    return config, beam_args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

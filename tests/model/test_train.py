@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pathlib
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from eval.plot import main as plot_main
 from model import config as config_lib
 from model.checkpoint import CheckpointNotFoundError, load_params
 from model.data import load_boards, make_view
@@ -229,3 +231,32 @@ def test_small_model_learns_real_action_values(annotated_data, tmp_path):
     correlation = spearmanr(np.concatenate(predicted), labels).statistic
     print(f"test loss {test_loss:.3f}, histogram {histogram_loss:.3f}, Spearman {correlation:.3f}")
     assert correlation > 0.15
+
+
+@pytest.mark.slow
+def test_metrics_reach_tensorboard_and_the_learning_curves(synthetic_data, tmp_path):
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator",
+        reason="the tensorboard extra is not installed",
+    )
+    config = tiny(synthetic_data, num_steps=6, log_every=2, eval_every=3)
+    config = config.replace(data={"test": str(synthetic_data / "test")})
+    train(config, str(tmp_path), log=lambda _: None)
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+
+    events = event_accumulator.EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()  # TensorBoard's own reader
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "train/accuracy", "eval/test_loss", "eval/kendall_tau"} <= tags
+    assert not any(tag.endswith("/time") or tag.endswith("/step") for tag in tags)
+    for kind, key in (("train", "loss"), ("eval", "action_accuracy")):
+        logged = [(r["step"], r[key]) for r in records if r["kind"] == kind]
+        read = [(e.step, e.value) for e in events.Scalars(f"{kind}/{key}")]
+        assert [s for s, _ in read] == [s for s, _ in logged] and len(logged) >= 2
+        np.testing.assert_allclose([v for _, v in read], [v for _, v in logged], rtol=1e-6)
+
+    png = tmp_path / "curves.png"
+    assert plot_main([str(tmp_path), "--out", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "bad.jsonl").write_text('{"kind": "train", "step": 1}\nnot json\n')
+    assert plot_main([str(tmp_path / "bad.jsonl"), "--out", str(png)]) == 1
