@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import pathlib
 import random
-import socket
 import subprocess
 import sys
 
@@ -21,59 +20,21 @@ from pipeline.bag import BagWriter
 from pipeline.bag_records import encode_av
 from pipeline.import_chessbench import ImportConfig, run_config
 
-distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")
+pytest.importorskip("distributed", reason="dask[distributed] is not installed")
+from pipeline.dask_cluster import local_cluster  # noqa: E402 - needs distributed
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GAMES = 2  # self-play games of the bundled sample: ~150 unique boards
 LIMIT = "nodes=100"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def dask_cluster(tmp_path_factory):
-    """`dask scheduler` and two `dask worker` processes (one thread each) on free ports of
-    127.0.0.1, started in a scratch directory (so that relative paths would break) and
-    stopped afterwards; yields the scheduler's address."""
+    """A scheduler and two single-thread worker processes on 127.0.0.1, started in a scratch
+    directory (so that relative paths would break) and stopped afterwards."""
     work = tmp_path_factory.mktemp("dask")
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
-    common = ["--no-dashboard"]
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-             "--port", str(port), *common],
-            cwd=work, stdout=subprocess.DEVNULL, stderr=open(work / "scheduler.log", "wb"),
-        )
-    ]  # fmt: skip
-    try:
-        with distributed.Client(address, timeout=60):
-            pass  # the scheduler answers
-        for i in range(2):
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "distributed.cli.dask_worker", address,
-                     "--nthreads", "1", "--nworkers", "1", "--host", "127.0.0.1",
-                     "--no-nanny", *common],
-                    cwd=work, stdout=subprocess.DEVNULL,
-                    stderr=open(work / f"worker{i}.log", "wb"),
-                )
-            )  # fmt: skip
-        with distributed.Client(address, timeout=60) as client:
-            client.wait_for_workers(2, timeout=120)
+    with local_cluster(workers=2, cwd=str(work), log_dir=str(work)) as address:
         yield address
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
 
 
 def _shards(split: pathlib.Path) -> dict[str, bytes]:
