@@ -78,10 +78,10 @@ def transformer_config(
 
 
 def init_params(predictor, seed: int = 1):
-    """Their parameter initialisation, as their engines and trainer call it."""
-    return predictor.initial_params(
-        rng=jax.random.PRNGKey(seed), targets=np.ones((1, 1), dtype=np.uint32)
-    )
+    """Their parameter initialisation, as their engines and trainer call it (jitted: eager
+    Haiku init compiles every op on its own)."""
+    init = jax.jit(lambda rng, targets: predictor.initial_params(rng=rng, targets=targets))
+    return jax.device_get(init(jax.random.PRNGKey(seed), np.ones((1, 1), dtype=np.uint32)))
 
 
 def perturbed(params, scale: float, seed: int):
@@ -100,6 +100,31 @@ def save_released(directory: str, step: int, params, params_ema) -> None:
         checkpointer = ocp.Checkpointer(ocp.PyTreeCheckpointHandler())
         checkpointer.save(os.path.join(directory, str(step), name), args=ocp.args.PyTreeSave(tree))
         checkpointer.close()
+
+
+_JITTED: dict[int, tuple[object, object]] = {}
+
+
+def predict_fn(predictor, params, batch_size: int = 64):
+    """What their `neural_engines.wrap_predict_fn` returns (sequences -> log-probs, padded to
+    whole batches of `batch_size`), but with one jitted predict per predictor, shared by
+    every parameter set: theirs jits anew on each call, so each one recompiles."""
+    entry = _JITTED.get(id(predictor))
+    if entry is None or entry[0] is not predictor:
+        entry = (predictor, jax.jit(predictor.predict))
+        _JITTED[id(predictor)] = entry
+    jitted = entry[1]
+
+    def predict(sequences: np.ndarray) -> np.ndarray:
+        rows = len(sequences)
+        padded = np.pad(sequences, ((0, -rows % batch_size), (0, 0)))
+        outputs = [
+            np.asarray(jitted(params=params, targets=padded[i : i + batch_size], rng=None))
+            for i in range(0, len(padded), batch_size)
+        ]
+        return np.concatenate(outputs)[:rows]
+
+    return predict
 
 
 def bucket_values(ref, num_buckets: int) -> np.ndarray:

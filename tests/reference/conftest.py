@@ -71,5 +71,4 @@ def real_boards(sample_games):
                 boards.append(board.copy())
             board.push(move)
     assert len(boards) >= 30
-    return boards[:40]
-
+    return boards[:30]
