@@ -85,6 +85,8 @@ def measure(size: str, num_boards: int, batch: int, ref, reason: str | None) -> 
     for play in players.values():
         for board in boards:
             play(board.copy())
+    for i in range(0, len(boards), batch):
+        predictor.best_moves(boards[i : i + batch])
 
     seconds = dict.fromkeys(players, 0.0)
     same_moves = True

@@ -14,9 +14,8 @@
 
 All win probabilities are from the view of the side to move of the board given. Rows from
 all boards go through the network together in chunks of at most `max_batch`, each padded
-to a power-of-two bucket so that a handful of shapes are ever compiled; on a CPU the
-compiled call then runs the real rows (never the padding) a few at a time
-(`rows_per_pass`), which keeps the activations in cache.
+to a power-of-two bucket so that a handful of shapes are ever compiled; on a CPU they go
+`rows_per_pass` at a time instead (one compiled shape, the activations kept in cache).
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ import chess
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from core import bins
 from core.actions import NUM_ACTIONS, legal_actions, moves_to_indices
@@ -58,44 +56,11 @@ def default_rows_per_pass(model: ModelConfig) -> int | None:
     return cpu_rows_per_pass(model) if jax.default_backend() == "cpu" else None
 
 
-def _in_passes(fn, rows_per_pass: int | None):
-    """fn(params, states, actions) as fn(params, states, actions, count): with
-    `rows_per_pass`, the first `count` rows of the padded batch go through fn that many at a
-    time in a loop inside the one compiled call (the padding is never computed); with None,
-    the whole batch at once."""
-    if rows_per_pass is None:
-        return lambda params, states, actions, count: fn(params, states, actions)
-
-    def looped(params, states, actions, count):
-        size = states.shape[0]
-
-        def rows(array, i):
-            return None if array is None else lax.dynamic_slice_in_dim(array, i, rows_per_pass)
-
-        shapes = jax.eval_shape(fn, params, rows(states, 0), rows(actions, 0))
-        outputs = jax.tree_util.tree_map(lambda s: jnp.zeros((size, *s.shape[1:]), s.dtype), shapes)
-
-        def body(chunk, outputs):
-            start = chunk * rows_per_pass
-            result = fn(params, rows(states, start), rows(actions, start))
-            return jax.tree_util.tree_map(
-                lambda out, r: lax.dynamic_update_slice_in_dim(out, r, start, 0), outputs, result
-            )
-
-        passes = (count + rows_per_pass - 1) // rows_per_pass
-        return lax.fori_loop(0, passes, body, outputs)
-
-    return looped
-
-
 @functools.cache
-def _compiled(
-    model: ModelConfig, target: str, num_bins: int, compute_dtype: str, rows_per_pass: int | None
-):
-    """Jitted (log_probs, values, both), each (params, states, actions, count), shared by
-    every Predictor of one architecture, so a second checkpoint of the same model (or the
-    trainer's evaluation) reuses the compilations. `both` returns log-probabilities and
-    expected values of one network pass."""
+def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str):
+    """Jitted (log_probs, values, both) shared by every Predictor of one architecture, so a
+    second checkpoint of the same model (or the trainer's evaluation) reuses the compilations.
+    `both` returns log-probabilities and expected values of one network pass."""
     config = Config(model=model, train=TrainConfig(target=target, num_bins=num_bins))
     network = build(config)
     dtype = jnp.bfloat16 if compute_dtype == "bfloat16" else jnp.float32
@@ -110,7 +75,7 @@ def _compiled(
         out = log_probs(params, states, actions)
         return out, bins.expected_value(out)
 
-    return tuple(jax.jit(_in_passes(fn, rows_per_pass)) for fn in (log_probs, values, both))
+    return jax.jit(log_probs), jax.jit(values), jax.jit(both)
 
 
 class TargetError(ValueError):
@@ -132,10 +97,8 @@ class Predictor:
             raise ValueError(f"max_batch must be a power of two >= {_MIN_BUCKET}")
         if rows_per_pass == "auto":
             rows_per_pass = default_rows_per_pass(config.model)
-        if rows_per_pass is not None and (
-            rows_per_pass < 1 or rows_per_pass > _MIN_BUCKET or _MIN_BUCKET % rows_per_pass
-        ):
-            raise ValueError(f"rows_per_pass must divide {_MIN_BUCKET} (or be None)")
+        if rows_per_pass is not None and rows_per_pass < 1:
+            raise ValueError(f"rows_per_pass must be >= 1 (or None), got {rows_per_pass}")
         self.config = config
         self.max_batch = max_batch
         self.rows_per_pass = rows_per_pass
@@ -146,7 +109,6 @@ class Predictor:
             config.train.target,
             config.train.num_bins,
             config.train.compute_dtype,
-            rows_per_pass,
         )
 
     @classmethod
@@ -169,6 +131,8 @@ class Predictor:
     def _run(self, fn, states: np.ndarray, actions: np.ndarray | None):
         """fn over `states` (and `actions`) in padded chunks; an array, or a tuple of arrays
         when fn returns a tuple."""
+        if self.rows_per_pass is not None:
+            return self._run_in_passes(fn, states, actions)
         outputs = []
         for start in range(0, len(states), self.max_batch):
             chunk = states[start : start + self.max_batch]
@@ -180,15 +144,30 @@ class Predictor:
             if actions is not None:
                 padded_actions = np.zeros(size, np.int32)
                 padded_actions[:rows] = actions[start : start + rows]
-            out = fn(self.params, padded, padded_actions, np.int32(rows))
-            outputs.append(
-                tuple(np.asarray(o)[:rows] for o in out)
-                if isinstance(out, tuple)
-                else np.asarray(out)[:rows]
+            outputs.append(fn(self.params, padded, padded_actions))
+        return _gathered(outputs, len(states))
+
+    def _run_in_passes(self, fn, states: np.ndarray, actions: np.ndarray | None):
+        """fn over `rows_per_pass` rows per call: one compiled shape whatever the row count,
+        only the last pass padded, every call dispatched before the first result is read."""
+        step = self.rows_per_pass
+        rows = len(states)
+        size = -(-rows // step) * step
+        padded = np.zeros((size, states.shape[1]), np.int32)
+        padded[:rows] = states
+        padded_actions = None
+        if actions is not None:
+            padded_actions = np.zeros(size, np.int32)
+            padded_actions[:rows] = actions
+        outputs = [
+            fn(
+                self.params,
+                padded[start : start + step],
+                None if padded_actions is None else padded_actions[start : start + step],
             )
-        if outputs and isinstance(outputs[0], tuple):
-            return tuple(np.concatenate(parts) for parts in zip(*outputs, strict=True))
-        return np.concatenate(outputs) if outputs else np.zeros((0,), np.float32)
+            for start in range(0, size, step)
+        ]
+        return _gathered(outputs, rows)
 
     def _require(self, target: str, what: str) -> None:
         if self.config.target != target:
@@ -308,6 +287,17 @@ class Predictor:
     def _policy_scores(self, boards, legal) -> list[np.ndarray]:
         log_probs = self.move_log_probs([b.fen() for b in boards])
         return [legal_move_probs(row, moves) for row, moves in zip(log_probs, legal, strict=True)]
+
+
+def _gathered(outputs: list, rows: int):
+    """The first `rows` rows of the concatenated per-call outputs (arrays, or tuples of
+    arrays), fetched from the device in one transfer."""
+    if not outputs:
+        return np.zeros((0,), np.float32)
+    outputs = jax.device_get(outputs)
+    if isinstance(outputs[0], tuple):
+        return tuple(np.concatenate(parts)[:rows] for parts in zip(*outputs, strict=True))
+    return np.concatenate(outputs)[:rows]
 
 
 def legal_move_probs(log_probs: np.ndarray, moves: Sequence[str]) -> np.ndarray:
