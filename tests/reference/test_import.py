@@ -4,6 +4,8 @@ parameters), and its agents choose the moves of the reference's engines."""
 
 from __future__ import annotations
 
+import os
+
 import chess
 import numpy as np
 import pytest
@@ -117,7 +119,10 @@ def test_import_errors_are_one_line(ref, reference_model, imported_run, tmp_path
         ([released, "--target", "av", "--step", "8"], "no step 8; steps there: [7]"),
         ([str(tmp_path / "nothing"), "--target", "av"], "no checkpoint in the released layout"),
         ([released, "--target", "av", "--num-heads", "5"], "not divisible by model.num_heads 5"),
-        ([bc_run.replace("run", "checkpoint"), "--target", "sv"], "a behavioural-cloning model"),
+        (
+            [os.path.join(os.path.dirname(bc_run), "checkpoint"), "--target", "sv"],
+            "a behavioural-cloning model",
+        ),
         ([released, "--target", "av", "--out", bc_run], "already holds checkpoints"),
     ]
     for args, message in cases:
