@@ -23,7 +23,7 @@ gets right are used (pipeline/portable.py), so the job runs on Beam's DaskRunner
 
 Resume: AnnotateBoards also appends its rows to `<split>.meta/journal/` as it goes
 (`JournalWriter`).
-A rerun with the same settings (`_journal/run.json`) joins the journal's rows to the boards by
+A rerun with the same settings (`journal/run.json`) joins the journal's rows to the boards by
 FEN (`ReadJournal`, `UseJournal`) and sends only the boards without a row to the engine; the
 journal is deleted once the outputs are written.
 
@@ -160,7 +160,7 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
         "--journal-every",
         type=int,
         default=JOURNAL_EVERY,
-        help="annotated boards per journal part in <out>/<split>/_journal (a part is also "
+        help="annotated boards per journal part in <out>/<split>.meta/journal (a part is also "
         f"written every {JOURNAL_SECONDS:g} s); a rerun after a crash resumes from the journal. "
         f"0: no journal (default {JOURNAL_EVERY})",
     )
