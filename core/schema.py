@@ -48,6 +48,8 @@ JOURNAL_RUN_FILE = "run.json"
 JOURNAL_PART_PREFIX = "part"
 JOURNAL_PART_SUFFIX = ".parquet"
 JOURNAL_PART_PATTERN = f"{JOURNAL_PART_PREFIX}-*{JOURNAL_PART_SUFFIX}"
+# Held (flock) by the run writing a split (pipeline/split_lock.py); deleted when it ends.
+LOCK_FILE = "_lock"
 
 # Small row groups keep random access cheap: a reader decodes one group to reach a row.
 ROW_GROUP_SIZE = 1024

@@ -37,6 +37,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import functools
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -47,15 +49,23 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from core.engine_path import find_engine
+from core.interrupts import stop_on_signals
 from core.progress import format_duration, print_result
-from core.schema import SCHEMA_VERSION, STATS_FILE
+from core.schema import FAILURES_PREFIX, SCHEMA_VERSION, STATS_FILE, shard_name
 from pipeline import stats
 from pipeline.annotate_config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
+from pipeline.annotate_games import stopping_input_error
 from pipeline.annotate_graph import build
-from pipeline.annotate_journal import JOURNAL_EVERY, JOURNAL_SECONDS, delete_journal
+from pipeline.annotate_journal import (
+    JOURNAL_EVERY,
+    JOURNAL_SECONDS,
+    delete_journal,
+    flush_open_writers,
+)
 from pipeline.annotate_output import prepare_output, run_identity
-from pipeline.engine import Limit, UciEngine
+from pipeline.engine import EngineError, Limit, UciEngine
 from pipeline.sources import expand_inputs
+from pipeline.split_lock import SplitBusy, split_lock
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -218,6 +228,11 @@ def _expected_workers(options: PipelineOptions) -> int:
     return 1 if opts.get("runner", "DirectRunner") == "DirectRunner" else 0
 
 
+_LOCAL_RUNNERS = ("DirectRunner", "direct", "DirectRunner()")
+# The failures output is one file (the graph writes it with one shard).
+FAILURES_FILE = shard_name(FAILURES_PREFIX, 0, 1)
+
+
 def _runner(options: PipelineOptions) -> str:
     return options.get_all_options().get("runner") or "DirectRunner"
 
@@ -252,24 +267,33 @@ def _static_stats(
 
 
 def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
-    """Runs the job to completion and returns its stats document (also in stats.json)."""
+    """Runs the job to completion and returns its stats document (also in stats.json).
+
+    The split's lock is held from before its outputs are readied until they are complete
+    (SplitBusy while another run holds it). An input error that stops the job
+    (`--fail-on-input-error`) is raised as the InputError naming the file.
+    """
     inputs = expand_inputs(list(config.inputs))
     options = PipelineOptions(list(beam_args))
-    runner = _runner(options)
-    local = runner in ("DirectRunner", "direct", "DirectRunner()")
-    engine_path, engine_name = config.engine.path, None
-    if local:  # the workers are this machine: check the engine before starting anything
-        engine_path = find_engine(engine_path)
+    engine_name = None
+    if _runner(options) in _LOCAL_RUNNERS:
+        # The workers are this machine: check the engine before starting anything.
+        engine_path = find_engine(config.engine.path)
         engine_name = uci_name(engine_path)
-    resume = prepare_output(config, run_identity(config, inputs, engine_name))
-    static = _static_stats(config, inputs, options, engine_path, engine_name)
-    if local:
         config = dataclasses.replace(
             config, engine=dataclasses.replace(config.engine, path=engine_path)
         )
+    with split_lock(config.split_dir, "annotate"):
+        resume = prepare_output(config, run_identity(config, inputs, engine_name))
+        static = _static_stats(config, inputs, options, config.engine.path, engine_name)
+        _announce(config, static, resume)
+        return _run_pipeline(config, inputs, options, static, resume or ())
+
+
+def _announce(config: AnnotateConfig, static: dict, resume: list[str] | None) -> None:
     print(
-        f"annotate: {len(inputs)} input(s) -> {config.split_dir} ({config.limit}, {runner}, "
-        f"{static['expected_workers'] or '?'} worker(s))",
+        f"annotate: {len(static['inputs'])} input(s) -> {config.split_dir} ({config.limit}, "
+        f"{static['runner']}, {static['expected_workers'] or '?'} worker(s))",
         file=sys.stderr,
         flush=True,
     )
@@ -280,11 +304,26 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
             file=sys.stderr,
             flush=True,
         )
+
+
+def _run_pipeline(
+    config: AnnotateConfig,
+    inputs: list[str],
+    options: PipelineOptions,
+    static: dict,
+    resume: Sequence[str],
+) -> dict:
+    """Builds and runs the Beam job; completes stats.json and deletes the journal."""
     began = time.monotonic()
     root = beam.Pipeline(options=options)
-    build(root, config, inputs, static, resume or ())
-    result = root.run()
-    result.wait_until_finish()
+    build(root, config, inputs, static, resume)
+    try:
+        root.run().wait_until_finish()
+    except Exception as e:
+        stop = stopping_input_error(e) if config.fail_on_input_error else None
+        if stop is None:
+            raise
+        raise stop from None
     wall = time.monotonic() - began
     stats_path = FileSystems.join(config.split_dir, STATS_FILE)
     document = stats.read_json(stats_path)
@@ -302,10 +341,42 @@ def run(argv: Sequence[str]) -> dict:
     return run_config(config, beam_args)
 
 
+def _stopped(config: AnnotateConfig, signum: int) -> str:
+    """Ctrl-C or SIGTERM: saves this process's buffered journal rows; the line to print."""
+    saved = flush_open_writers()
+    name = signal.Signals(signum).name
+    if config.journal_every == 0:
+        return f"annotate: stopped by {name}; no journal (--journal-every 0): a rerun starts over"
+    return (
+        f"annotate: stopped by {name}; the boards annotated so far are in the journal "
+        f"{config.journal_dir} ({saved:,} written just now): rerun the same command to resume"
+    )
+
+
+def unfinished(document: dict) -> str | None:
+    """Why a completed run did not do its job (the command then exits 1), or None."""
+    games, boards = document["games"], document["boards"]
+    if games["read"] == 0:
+        count = len(document["inputs"])
+        where = "the input" if count == 1 else f"any of the {count} inputs"
+        return f"no game read from {where}: nothing to annotate"
+    if boards["failed"] and not boards["annotated"] and not document["resumed"]["boards"]:
+        # An example is "FEN: error"; a FEN holds no colon.
+        first = document["examples"].get("failed", [": ?"])[0].partition(": ")[2]
+        failures = FileSystems.join(document["out"], document["split"], FAILURES_FILE)
+        return (
+            f"every board failed ({boards['failed']:,}; they are in {failures}); "
+            f"the first: {first[:200]}"
+        )
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    config, beam_args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        document = run(sys.argv[1:] if argv is None else argv)
-    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        with stop_on_signals(functools.partial(_stopped, config)):
+            document = run_config(config, beam_args)
+    except (OSError, ValueError, EngineError, SplitBusy) as e:  # FileNotFound, InputError, ...
         print(f"error: {e}", file=sys.stderr)
         return 1
     boards, games = document["boards"], document["games"]
@@ -317,6 +388,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"in {format_duration(document['wall_time_s'])}",
         document,
     )
+    problem = unfinished(document)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -5,6 +5,8 @@ Each counts what it skips in a `stats.BundleStats` emitted on stats.STATS_TAG.
 
 from __future__ import annotations
 
+import logging
+import re
 import sys
 
 import apache_beam as beam
@@ -18,7 +20,9 @@ class ReadGames(beam.DoFn):
 
     The sort key (sampling point, game id, path, ordinal) orders games for `--max-games`.
     A damaged input keeps every complete game before the damage; the game cut short is
-    counted as skipped ("truncated") and the file is listed in stats' input_errors.
+    counted as skipped ("truncated") and the file is listed in stats' input_errors (with
+    `fail_on_input_error` the InputError stops the job instead). An input without a single
+    game is named in a warning and counted (`inputs_without_games`).
     """
 
     def __init__(self, sample_rate: float, seed: int, fail_on_input_error: bool):
@@ -26,11 +30,16 @@ class ReadGames(beam.DoFn):
         self.seed = seed
         self.fail_on_input_error = fail_on_input_error
 
+    def setup(self):
+        if self.fail_on_input_error:
+            quiet_input_errors()
+
     def start_bundle(self):
         self._stats = stats.BundleStats()
 
     def process(self, path: str):
         s = self._stats
+        games = 0
         try:
             for item in pgn.split_games(read_lines(path)):
                 if isinstance(item, pgn.Garbage):
@@ -38,6 +47,7 @@ class ReadGames(beam.DoFn):
                     s.example("garbage", f"{path} line {item.line_number}: {item.text[:80]!r}")
                     continue
                 s.count("games_read")
+                games += 1
                 if item.truncated:
                     s.count(f"skipped.{pgn.TRUNCATED}")
                     s.example(pgn.TRUNCATED, f"{path} game #{item.ordinal}: cut short")
@@ -50,9 +60,16 @@ class ReadGames(beam.DoFn):
                 yield (point, identifier, path, item.ordinal), item
         except InputError as e:
             s.input_error(path, str(e))
-            print(f"WARNING: {e}", file=sys.stderr, flush=True)
             if self.fail_on_input_error:
-                raise
+                raise  # the command prints it, as its error
+            print(f"WARNING: {e}", file=sys.stderr, flush=True)
+            return
+        if games == 0:
+            s.count("inputs_without_games")
+            s.example("no_games", path)
+            print(
+                f"WARNING: {path}: no game in it (empty, or not PGN)", file=sys.stderr, flush=True
+            )
 
     def finish_bundle(self):
         yield self._stats.emit()
@@ -104,3 +121,40 @@ class KeepGames(beam.DoFn):
 def max_games_threshold(smallest: list) -> tuple | None:
     """The largest of the `--max-games` smallest keys (None when no game was valid)."""
     return smallest[-1] if smallest else None
+
+
+# -- --fail-on-input-error: the InputError that stops the job, in one line ---------------------
+
+# Where Beam reports a DoFn's exception itself (with its traceback) before raising it on.
+_BEAM_ERROR_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker")
+# An InputError as Beam passes it on from a worker process: its text, in a RuntimeError.
+_INPUT_ERROR_TEXT = re.compile(r"InputError: (.+?)(?: \[while running '[^']*'\])?$", re.M)
+
+
+class _QuietInputErrors(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, InputError) or "InputError: " in record.getMessage())
+
+
+def quiet_input_errors() -> None:
+    """Keeps Beam, in this process, from logging an InputError that stops the job: the
+    command reports it (`stopping_input_error`) in one line."""
+    for name in _BEAM_ERROR_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _QuietInputErrors) for f in logger.filters):
+            logger.addFilter(_QuietInputErrors())
+
+
+def stopping_input_error(error: BaseException) -> InputError | None:
+    """The InputError behind a failed job's exception, as Beam raised it, or None."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, InputError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    match = _INPUT_ERROR_TEXT.search(str(error))
+    if match is None:
+        return None
+    path, _, message = match.group(1).partition(": ")
+    return InputError(path, message)

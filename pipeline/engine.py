@@ -173,6 +173,14 @@ class UciEngine:
         except OSError as e:
             raise EngineDied(f"cannot start engine {self.path!r}: {e}") from e
         self._buffer.clear()
+        try:
+            self._handshake()
+        except EngineError as e:
+            # Say which engine and when: this is where a wrong --engine shows up.
+            detail = str(e).removeprefix(f"engine {self.path!r} ")
+            raise type(e)(f"engine {self.path!r} failed the UCI handshake: {detail}") from None
+
+    def _handshake(self) -> None:
         self._send("uci\n")
         handshake = self._read_until(b"uciok", 30.0)
         for line in handshake.splitlines():

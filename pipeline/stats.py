@@ -110,6 +110,7 @@ def summarize(partial: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]
         **static,
         "games": {
             "read": c.get("games_read", 0),
+            "inputs_without_games": c.get("inputs_without_games", 0),
             "not_sampled": c.get("games_not_sampled", 0),
             "skipped": skipped,
             "skipped_total": sum(skipped.values()),

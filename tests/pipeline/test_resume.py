@@ -1,8 +1,9 @@
 """An interrupted annotation run resumes from its journal (`<split>/_journal/`).
 
-The real CLI is killed with SIGKILL once its first journal part exists and run again; the
-rerun must reuse the journaled boards and write the same shards, byte for byte, as a run that
-was never interrupted (node-limited searches give the same row for a board every time).
+The real CLI is killed with SIGKILL (or stopped with Ctrl-C) once its first journal part
+exists and run again; the rerun must reuse the journaled boards and write the same shards, byte
+for byte, as a run that was never interrupted (node-limited searches give the same row for a
+board every time).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from core.schema import JOURNAL_DIR, JOURNAL_RUN_FILE
 from pipeline import annotate, annotate_output
 from pipeline.annotate_journal import JOURNAL_SECONDS, JournalWriter
+from pipeline.split_lock import SplitBusy, split_lock
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GAMES = 3  # the first three self-play games: ~300 unique boards
@@ -138,6 +140,68 @@ def test_a_killed_run_resumes_from_its_journal_with_identical_shards(
     assert f"{resumed['boards']:,} more resumed from the journal" in rerun.stderr  # progress
     assert not journal.exists()
     _assert_same_outputs(out / "train", reference_split)
+
+
+def _wait_for_a_journal_part(process, journal: pathlib.Path, log: pathlib.Path) -> None:
+    deadline = time.monotonic() + 120
+    while not list(journal.glob("part-*.parquet")):
+        if process.poll() is not None:
+            pytest.fail(f"the run ended before writing a journal part:\n{log.read_text()[-3000:]}")
+        assert time.monotonic() < deadline, "no journal part after 120 s"
+        time.sleep(0.02)
+
+
+def _group_ends(pgid: int, seconds: float) -> bool:
+    """Whether every process of group `pgid` is gone (zombies aside) within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        states = subprocess.run(["ps", "-o", "stat=", "-g", str(pgid)], capture_output=True,
+                                text=True).stdout.split()  # fmt: skip
+        if all(state.startswith("Z") for state in states):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_in_one_line_with_130_and_the_rerun_resumes(
+    games, stockfish, reference, tmp_path
+):
+    reference_split, _ = reference
+    out = tmp_path / "out"
+    split = out / "train"
+    argv = _argv(games, out, stockfish, "--journal-every", "5")
+    log = tmp_path / "stopped.log"
+    with open(log, "wb") as handle:
+        # A session of its own: the Ctrl-C goes to its whole process group, as a terminal's.
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.annotate", *argv],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=handle, start_new_session=True,
+        )  # fmt: skip
+        try:
+            _wait_for_a_journal_part(process, split / JOURNAL_DIR, log)
+            with pytest.raises(SplitBusy):  # the running command holds the split
+                with split_lock(str(split), "test"):
+                    pass
+            os.killpg(process.pid, signal.SIGINT)
+            assert process.wait(60) == 130
+            assert _group_ends(process.pid, 30), "a process of the stopped run lives on"
+        finally:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    stderr = log.read_text()
+    assert "Traceback" not in stderr, stderr[-3000:]
+    last = stderr.splitlines()[-1]
+    assert last.startswith(f"annotate: stopped by SIGINT; the boards annotated so far are in "
+                           f"the journal {split / JOURNAL_DIR}")  # fmt: skip
+    assert last.endswith("rerun the same command to resume")
+    assert (split / JOURNAL_DIR / JOURNAL_RUN_FILE).exists()
+
+    document = annotate.run(argv)
+    assert document["resumed"]["boards"] > 0
+    _assert_same_outputs(split, reference_split)
 
 
 def test_unreadable_parts_and_rows_of_other_boards_are_skipped(
