@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import itertools
 import json
 import multiprocessing
@@ -65,6 +66,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 
+from core.interrupts import stop_on_signals
 from core.progress import Progress, format_duration, print_result
 from core.schema import (
     BOARD_SCHEMA,
@@ -718,8 +720,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stopped(import_dir: str, signum: int) -> str:
+    """Ctrl-C or SIGTERM: the completed parts are on disk already; the line to print."""
+    kept = len(_load_parts(import_dir, False)) if os.path.isdir(import_dir) else 0
+    return (
+        f"import: stopped by {signal.Signals(signum).name}; {kept} completed part(s) kept in "
+        f"{import_dir}: rerun the same command to resume"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    import_dir = os.path.join(args.output, args.split, IMPORT_DIR)
     try:
         config = ImportConfig(
             split=args.split,
@@ -729,7 +741,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress_seconds=args.progress_seconds,
             workers=args.workers,
         )
-        document = import_lichess_evals(args.input, args.output, config)
+        with stop_on_signals(functools.partial(_stopped, import_dir)):
+            document = import_lichess_evals(args.input, args.output, config)
     except (OSError, ValueError, WorkerDied) as e:  # InputError, ImportMismatch, ...
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -510,6 +511,35 @@ def test_resume_after_the_process_is_killed(tmp_path):
     reference = tmp_path / "ref"
     assert main(["--input", str(source), "--output", str(reference), "--rows-per-shard", "50"]) == 0
     assert contents(out / "train") == contents(reference / "train")
+
+
+def test_ctrl_c_keeps_the_completed_parts_in_one_line_with_130(tmp_path):
+    source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(300, seed=5) * 10)
+    out = tmp_path / "out"
+    args = ["--input", str(source), "--output", str(out), "--rows-per-shard", "50"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.import_lichess_evals", *args, "--workers", "2"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # the Ctrl-C goes to the whole group, as a terminal's
+    )  # fmt: skip
+    third = out / "train" / "_import" / "part-00002.json"
+    deadline = time.monotonic() + 30
+    while not third.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr
+    kept = re.fullmatch(
+        rf"import: stopped by SIGINT; (\d+) completed part\(s\) kept in "
+        rf"{re.escape(str(out / 'train' / '_import'))}: rerun the same command to resume",
+        stderr.splitlines()[-1],
+    )
+    assert kept and int(kept.group(1)) >= 3
+
+    assert main([*args]) == 0
+    stats = json.loads((out / "train" / "stats.json").read_text())
+    assert stats["resumed"]["parts"] >= 3 and stats["lines"] == 3000
 
 
 def test_a_rerun_with_other_settings_is_refused_and_overwrite_starts_over(tmp_path, monkeypatch):
