@@ -26,6 +26,10 @@ With no `--runner`, `--runner=DirectRunner` is added (Beam's default would first
 its Prism runner). `--direct_num_workers=N --direct_running_mode=multi_processing` runs N
 engines at once. `run(argv)` is the programmatic entry point and returns the stats document.
 
+A run holds the split's lock (`split_lock`) while it writes the split. The command stops on
+Ctrl-C or SIGTERM in one line, keeping the journal (`core.interrupts`), and exits 1, in one
+line, on an error, on a run that read no game, and on a run in which every board failed.
+
 The job's modules: this one is the command (options -> `AnnotateConfig`, then the run);
 `annotate_config` the settings; `annotate_output` readies the split (fresh, resumed or refused);
 `annotate_graph` the Beam graph, whose DoFns are in `annotate_games` (stages 1-2),
