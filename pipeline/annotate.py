@@ -351,9 +351,10 @@ def _stopped(config: AnnotateConfig, signum: int) -> str:
     name = signal.Signals(signum).name
     if config.journal_every == 0:
         return f"annotate: stopped by {name}; no journal (--journal-every 0): a rerun starts over"
+    at_stop = f" ({saved:,} of them written at the stop)" if saved else ""
     return (
         f"annotate: stopped by {name}; the boards annotated so far are in the journal "
-        f"{config.journal_dir} ({saved:,} written just now): rerun the same command to resume"
+        f"{config.journal_dir}{at_stop}: rerun the same command to resume"
     )
 
 
