@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -44,7 +45,13 @@ from core.metrics import summarize
 from core.progress import format_duration
 from core.schema import SchemaError
 from model import config as config_lib
-from model.checkpoint import Checkpointer, abstract_like, checkpoints_dir
+from model.checkpoint import (
+    Checkpointer,
+    abstract_like,
+    checkpoints_dir,
+    latest_complete_step,
+    set_aside,
+)
 from model.config import Config, ConfigError, ModelConfig, TrainConfig
 from model.data import Batches, BoardData, DataError, fingerprint, load_boards
 from model.predictor import Predictor
@@ -362,8 +369,13 @@ def train(
         )
     is_main = jax.process_index() == 0
     os.makedirs(out, exist_ok=True)
+    resume_step, incomplete = latest_complete_step(checkpoints_dir(out))
+    if is_main:
+        for step_dir, missing in incomplete:  # they would block these steps' next saves
+            log(set_aside(step_dir, missing))
+    if incomplete and jax.process_count() > 1:
+        multihost_utils.sync_global_devices("incomplete checkpoints set aside")
     checkpointer = Checkpointer(checkpoints_dir(out), keep=t.keep_checkpoints)
-    resume_step = checkpointer.latest_step()
     meta = None
     if resume_step is not None:
         meta = checkpointer.meta(resume_step)
