@@ -43,6 +43,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from core.interrupt import exit_code, interrupted
 from core.metrics import summarize
 from core.progress import format_duration
 from core.schema import SchemaError
@@ -61,7 +62,7 @@ from model.transformer import build, cast, count_params, init_params
 
 DATA_AXIS = "data"
 METRICS_FILE = "metrics.jsonl"
-# A signal that stops training is saved for, and the exit code it ends with (128 + number).
+# Signals that stop training at the next step with a checkpoint (exit code: core.interrupt).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -669,16 +670,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DataError, SchemaError, FileNotFoundError) as e:
         print(f"data error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        # Before the loop (nothing trained yet) or a second Ctrl-C while stopping.
-        print(
+    except KeyboardInterrupt:  # before the loop, or a second Ctrl-C while stopping
+        return interrupted(
             f"interrupted: nothing saved since the last checkpoint in {args.out}; "
-            "run the same command again to resume",
-            file=sys.stderr,
+            "run the same command again to resume"
         )
-        return 128 + signal.SIGINT
-    # A stop by signal exits as the shell reports one (130 for Ctrl-C, 143 for SIGTERM).
-    return 128 + result.stop_signal if result.stop_signal else 0
+    return exit_code(result.stop_signal) if result.stop_signal else 0
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 
+from core.interrupt import interrupted
 from core.progress import Progress
 
 LICHESS_STANDARD = "https://database.lichess.org/standard/"
@@ -41,7 +42,6 @@ CHECKSUM_LIST = "sha256sums.txt"
 _CHUNK = 1 << 20
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
 class DownloadError(RuntimeError):
@@ -344,12 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = download(url, args.out, args.sha256, args.retries, args.timeout)
     except KeyboardInterrupt:
-        print(
+        return interrupted(
             f"download: interrupted; {final}.part keeps the bytes so far and the same "
-            "command resumes it",
-            file=sys.stderr,
+            "command resumes it"
         )
-        return EXIT_INTERRUPTED
     except (DownloadError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
