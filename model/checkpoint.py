@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -81,9 +80,7 @@ def latest_complete_step(directory: str) -> tuple[int | None, list[tuple[str, li
     return None, skipped
 
 
-def resolve(
-    path: str, step: int | None = None, warn: Callable[[str], None] = _warn
-) -> tuple[str, int]:
+def resolve(path: str, step: int | None = None) -> tuple[str, int]:
     """(checkpoints directory, step) for a run dir, a checkpoints dir or one step's dir.
 
     A run or checkpoints dir means its latest complete step (incomplete later ones are skipped
@@ -113,7 +110,7 @@ def resolve(
             f"no complete checkpoint under {path!r} (steps {steps} are all incomplete)"
         )
     for step_dir, missing in skipped:
-        warn(f"warning: {_incomplete(step_dir, missing)}: skipped, using step {latest}")
+        _warn(f"warning: {_incomplete(step_dir, missing)}: skipped, using step {latest}")
     return directory, latest
 
 

@@ -498,7 +498,8 @@ def train(
 
     if threading.current_thread() is threading.main_thread():
         for number in STOP_SIGNALS:
-            previous_handlers[number] = signal.signal(number, request_stop)
+            if signal.getsignal(number) != signal.SIG_IGN:  # e.g. SIGINT under nohup: ignored
+                previous_handlers[number] = signal.signal(number, request_stop)
 
     def save(step: int) -> None:
         checkpointer.save(
