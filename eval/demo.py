@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from core.interrupt import exit_code, interrupted
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
 
@@ -146,8 +148,9 @@ def train(config: DemoConfig, log: StepLog) -> dict:
             shutil.rmtree(config.run)
         started = time.monotonic()
         result = train_model(model_config, config.run)
-        if result.stopped_early:
-            raise SystemExit("training stopped early; run the demo again to resume it")
+        if result.stopped_early:  # by SIGTERM or Ctrl-C, with a checkpoint
+            print("training stopped early; run the demo again to resume it", file=sys.stderr)
+            raise SystemExit(exit_code(result.stop_signal) if result.stop_signal else 1)
         log.mark("train", key)
         print(f"trained {result.step} steps in {time.monotonic() - started:.0f}s")
     else:
@@ -367,7 +370,10 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         engine=args.engine,
     )
-    print_summary(run(config, fresh=args.fresh))
+    try:
+        print_summary(run(config, fresh=args.fresh))
+    except KeyboardInterrupt:
+        return interrupted("demo: interrupted; run it again: finished steps are reused")
     return 0
 
 

@@ -25,6 +25,7 @@ import chess.engine
 import numpy as np
 
 from core.engine_path import find_engine
+from core.interrupt import sigint_deferred
 from core.values import win_probability
 
 
@@ -140,20 +141,14 @@ class _UciProcess:
         self._start()
 
     def _start(self) -> None:
-        engine = chess.engine.SimpleEngine.popen_uci(self.path)
-        try:
-            options: dict[str, str | int | bool] = {
-                "Threads": self.settings.threads,
-                "Hash": self.settings.hash_mb,
-            }
-            if self.settings.skill is not None:
-                options["Skill Level"] = self.settings.skill
-            options.update(self.settings.extra_options)
-            engine.configure({k: v for k, v in options.items() if k in engine.options})
-        except BaseException:
-            _shut_down(engine)
-            raise
-        self._engine = engine
+        options: dict[str, str | int | bool] = {
+            "Threads": self.settings.threads,
+            "Hash": self.settings.hash_mb,
+        }
+        if self.settings.skill is not None:
+            options["Skill Level"] = self.settings.skill
+        options.update(self.settings.extra_options)
+        self._engine = start_engine(self.path, options)
 
     @property
     def pid(self) -> int | None:
@@ -176,6 +171,22 @@ class _UciProcess:
         if self._engine is not None:
             engine, self._engine = self._engine, None
             _shut_down(engine)
+
+
+def start_engine(path: str, options: dict[str, str | int | bool]) -> chess.engine.SimpleEngine:
+    """A running UCI engine with those of `options` it has. Ctrl-C while it starts is
+    deferred to the end, where it shuts the engine down before it propagates: an engine
+    half-started by python-chess would keep the process from exiting."""
+    engine = None
+    try:
+        with sigint_deferred():
+            engine = chess.engine.SimpleEngine.popen_uci(path)
+            engine.configure({k: v for k, v in options.items() if k in engine.options})
+    except BaseException:
+        if engine is not None:
+            _shut_down(engine)
+        raise
+    return engine
 
 
 def _shut_down(engine: chess.engine.SimpleEngine, timeout: float = 10.0) -> None:

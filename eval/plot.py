@@ -59,16 +59,32 @@ def plot_puzzle_accuracy(results: list[dict], path: str, title: str = "") -> Non
     plt.close(fig)
 
 
+def read_agents(path: str) -> list[dict]:
+    """The per-agent results of an eval.puzzles JSON file; ValueError naming the file if it
+    cannot be read or is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            agents = json.load(f)["agents"]
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    except (ValueError, KeyError, TypeError):  # not JSON (or not text), or not its shape
+        agents = None
+    if not isinstance(agents, list) or not all(isinstance(a, dict) for a in agents):
+        raise ValueError(f"{path} is not an eval.puzzles result (JSON with an 'agents' list)")
+    return agents
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval.plot", description=__doc__)
     parser.add_argument("results", nargs="+", help="eval.puzzles JSON result files")
     parser.add_argument("--out", required=True, help="PNG to write")
     parser.add_argument("--title", default="")
     args = parser.parse_args(argv)
-    agents = []
-    for path in args.results:
-        with open(path) as f:
-            agents.extend(json.load(f)["agents"])
+    try:
+        agents = [agent for path in args.results for agent in read_agents(path)]
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     plot_puzzle_accuracy(agents, args.out, args.title)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

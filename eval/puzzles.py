@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
 import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import TextIO
 
 import chess
 
+from core.interrupt import interrupted
 from core.progress import Progress
 from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
+from eval.text_files import NotTextError, open_text, reading
 
 DEFAULT_BUCKET_WIDTH = 400
 LICHESS_COLUMNS = ("PuzzleId", "FEN", "Moves", "Rating")  # the first four, in this order
@@ -62,17 +62,6 @@ class PuzzleOutcome:
 
 
 # --- reading -----------------------------------------------------------------------------
-
-
-def open_text(path: str) -> TextIO:
-    """A text stream over `path`, decompressing `.zst` on the fly."""
-    if path.endswith(".zst"):
-        import zstandard
-
-        raw = open(path, "rb")
-        stream = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-        return io.TextIOWrapper(stream, encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
 
 
 def _is_header(row: list[str]) -> bool:
@@ -176,15 +165,22 @@ def iter_puzzles(path: str, skipped: list[SkippedRow] | None = None) -> Iterator
 
 
 def read_puzzles(path: str, num: int | None = None) -> tuple[list[Puzzle], list[SkippedRow]]:
-    """The first `num` well-formed puzzles of `path` (all when None) and the rows skipped."""
+    """The first `num` well-formed puzzles of `path` (all when None) and the rows skipped.
+
+    FileNotFoundError for a missing file, NotTextError (a ValueError) naming a file that is
+    not text."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"puzzle file {path!r} does not exist")
     skipped: list[SkippedRow] = []
     puzzles: list[Puzzle] = []
-    for puzzle in iter_puzzles(path, skipped):
-        if num is not None and len(puzzles) >= num:
-            break
-        puzzles.append(puzzle)
+    with reading(path):
+        try:
+            for puzzle in iter_puzzles(path, skipped):
+                if num is not None and len(puzzles) >= num:
+                    break
+                puzzles.append(puzzle)
+        except csv.Error as e:  # e.g. a "line" of megabytes: data that merely decodes
+            raise NotTextError(f"{path} is not a CSV text file ({e})") from None
     return puzzles, skipped
 
 
@@ -296,6 +292,15 @@ def summary_table(results: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return interrupted(
+            "puzzles: interrupted; the results are written only once every agent is done"
+        )
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m eval.puzzles",
         description="Puzzle accuracy of one or several agents on a Lichess puzzle CSV.",
@@ -317,9 +322,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--bucket-width must be >= 1")
     try:
         specs = [parse_agent_spec(s) for s in args.agent]
-        puzzles, skipped = read_puzzles(args.puzzles, args.num)
-    except (ValueError, FileNotFoundError) as e:
+    except ValueError as e:
         parser.error(str(e))
+    try:
+        puzzles, skipped = read_puzzles(args.puzzles, args.num)
+    except (ValueError, FileNotFoundError) as e:  # missing, not text, bad header
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     for row in skipped:
         print(f"{args.puzzles}:{row.line}: skipped: {row.error}", file=sys.stderr)
     if not puzzles:
@@ -331,7 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     results = []
     for spec in specs:
-        with make_agent(spec, engine_path=args.engine) as agent:
+        try:
+            agent = make_agent(spec, engine_path=args.engine)
+        except (ValueError, FileNotFoundError) as e:  # no checkpoint, no engine
+            print(f"error: agent {spec.text!r}: {e}", file=sys.stderr)
+            return 1
+        with agent:
             result = evaluate(agent, puzzles, args.bucket_width, show_progress=not args.quiet)
         result["spec"] = spec.text
         results.append(result)

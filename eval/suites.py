@@ -27,8 +27,10 @@ from dataclasses import asdict, dataclass
 
 import chess
 
+from core.interrupt import interrupted
 from core.progress import Progress
 from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
+from eval.text_files import open_text, reading
 
 POINT_FIELDS = ("c0", "c1")
 STS_REFERENCE = {"max_points": 15_000, "Giraffe (0.1 s)": 8_526, "Stockfish 5 (0.1 s)": 10_505}
@@ -132,7 +134,7 @@ def parse_epd_line(text: str, line: int) -> TestPosition:
 
 
 def iter_suite(path: str, skipped: list[SkippedLine]) -> Iterator[TestPosition]:
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for number, text in enumerate(f, 1):
             text = text.strip()
             if not text or text.startswith("#"):
@@ -145,15 +147,17 @@ def iter_suite(path: str, skipped: list[SkippedLine]) -> Iterator[TestPosition]:
 
 def read_suite(path: str, num: int | None = None) -> tuple[list[TestPosition], list[SkippedLine]]:
     """The first `num` well-formed positions of an EPD file (all when None), and the lines
-    skipped as malformed."""
+    skipped as malformed. FileNotFoundError for a missing file, NotTextError (a ValueError)
+    naming a file that is not text."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"EPD file {path!r} does not exist")
     skipped: list[SkippedLine] = []
     positions: list[TestPosition] = []
-    for position in iter_suite(path, skipped):
-        if num is not None and len(positions) >= num:
-            break
-        positions.append(position)
+    with reading(path):
+        for position in iter_suite(path, skipped):
+            if num is not None and len(positions) >= num:
+                break
+            positions.append(position)
     return positions, skipped
 
 
@@ -216,6 +220,15 @@ def run_suite(agent: Agent, positions: list[TestPosition], show_progress: bool =
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return interrupted(
+            "suites: interrupted; the results are written only once every agent is done"
+        )
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m eval.suites",
         description="Score agents on EPD test suites (STS points; bm/am solved counts).",
@@ -231,41 +244,57 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         specs = [parse_agent_spec(s) for s in args.agent]
-        suites = {path: read_suite(path, args.num) for path in args.epd}
-    except (ValueError, FileNotFoundError) as e:
+    except ValueError as e:
         parser.error(str(e))
+    try:
+        suites = {path: read_suite(path, args.num) for path in args.epd}
+    except (ValueError, FileNotFoundError) as e:  # missing or not text
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     for path, (positions, skipped) in suites.items():
         for row in skipped:
             print(f"{path}:{row.line}: skipped: {row.error}", file=sys.stderr)
         print(f"{path}: {len(positions)} positions", file=sys.stderr)
     results = []
     for spec in specs:
-        with make_agent(spec, engine_path=args.engine) as agent:
-            for path, (positions, skipped) in suites.items():
-                result = run_suite(agent, positions, show_progress=not args.quiet)
-                result = {"agent": agent.name, "spec": spec.text, "epd": path} | result
-                result["skipped"] = [asdict(s) for s in skipped]
-                if result["max_points"] == STS_REFERENCE["max_points"]:
-                    result["reference"] = STS_REFERENCE
-                results.append(result)
-                print(
-                    f"{agent.name} on {os.path.basename(path)}: "
-                    + (
-                        f"points {result['points']}/{result['max_points']}  "
-                        if result["max_points"]
-                        else ""
-                    )
-                    + f"solved {result['solved']}/{result['with_solution']}"
-                )
-                for theme, tally in result["by_theme"].items():
-                    if tally["max_points"]:
-                        print(f"  {theme}: points {tally['points']}/{tally['max_points']}")
+        try:
+            agent = make_agent(spec, engine_path=args.engine)
+        except (ValueError, FileNotFoundError) as e:  # no checkpoint, no engine
+            print(f"error: agent {spec.text!r}: {e}", file=sys.stderr)
+            return 1
+        with agent:
+            results += _run_agent(agent, spec.text, suites, show_progress=not args.quiet)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             json.dump({"results": results}, f, indent=1)
         print(f"wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def _run_agent(agent: Agent, spec: str, suites: dict, show_progress: bool) -> list[dict]:
+    """The agent on every suite, each result printed as it comes."""
+    results = []
+    for path, (positions, skipped) in suites.items():
+        result = run_suite(agent, positions, show_progress=show_progress)
+        result = {"agent": agent.name, "spec": spec, "epd": path} | result
+        result["skipped"] = [asdict(s) for s in skipped]
+        if result["max_points"] == STS_REFERENCE["max_points"]:
+            result["reference"] = STS_REFERENCE
+        results.append(result)
+        print(
+            f"{agent.name} on {os.path.basename(path)}: "
+            + (
+                f"points {result['points']}/{result['max_points']}  "
+                if result["max_points"]
+                else ""
+            )
+            + f"solved {result['solved']}/{result['with_solution']}"
+        )
+        for theme, tally in result["by_theme"].items():
+            if tally["max_points"]:
+                print(f"  {theme}: points {tally['points']}/{tally['max_points']}")
+    return results
 
 
 if __name__ == "__main__":

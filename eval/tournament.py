@@ -34,9 +34,10 @@ import chess.engine
 import chess.pgn
 
 from core.engine_path import find_engine
+from core.interrupt import interrupted
 from core.progress import Progress
 from eval.elo import EloConfig, GameResult, fit_elo, format_table
-from eval.engines import SPEC_HELP, Agent, make_agent
+from eval.engines import SPEC_HELP, Agent, make_agent, start_engine
 from eval.openings import Opening, choose_openings, load_openings
 
 PGN_NAME = "games.pgn"
@@ -147,8 +148,7 @@ class Adjudicator:
 
     def __init__(self, config: AdjudicationConfig):
         self.config = config
-        self._engine = chess.engine.SimpleEngine.popen_uci(find_engine(config.engine))
-        self._engine.configure({"Threads": 1})
+        self._engine = start_engine(find_engine(config.engine), {"Threads": 1})
         self.new_game()
 
     def new_game(self) -> None:
@@ -417,6 +417,18 @@ def format_pairs(pairs: Sequence[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return _run(parser, args)
+    except KeyboardInterrupt:
+        return interrupted(
+            f"tournament: interrupted; the finished games are in {args.out}/{PGN_NAME}, "
+            "and the same command with --resume continues from them"
+        )
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m eval.tournament",
         description=__doc__.split("\n\n")[0],
@@ -449,8 +461,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results/tournament", help="output directory")
     parser.add_argument("--resume", action="store_true", help="keep finished games in --out")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         specs = list(args.agents)
         anchor = args.anchor
@@ -471,7 +485,10 @@ def main(argv: list[str] | None = None) -> int:
     agents: list[Agent] = []
     try:
         for spec in specs:
-            agents.append(make_agent(spec, engine_path=args.engine))
+            try:
+                agents.append(make_agent(spec, engine_path=args.engine))
+            except FileNotFoundError as e:  # a neural agent's checkpoint, an engine
+                raise ValueError(f"agent {spec!r}: {e}") from None
         names = [a.name for a in agents]
         if anchor is not None and anchor not in names:
             # Accept the spec text too: `--anchor random` for the agent built from `random`.

@@ -64,7 +64,6 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import zstandard
 
 from core.interrupts import stop_on_signals
 from core.progress import Progress, format_duration, print_result
@@ -88,6 +87,7 @@ from pipeline.lichess_evals import (
     Converted,
     convert_line,
 )
+from pipeline.zstd_blocks import ZstdDamage, decompressed_chunks
 
 DEFAULT_ROWS_PER_SHARD = 1_000_000
 DEFAULT_PROGRESS_SECONDS = 5.0
@@ -150,29 +150,12 @@ class _Input:
             while data := self._read():
                 yield data
             return
-        # A loop over frames rather than zstandard's stream_reader, which returns a cut-short
-        # file's partial data without an error.
-        decompressor = zstandard.ZstdDecompressor()
-        frame, frame_started = decompressor.decompressobj(), False
-        while data := self._read():
-            while data:
-                try:
-                    out = frame.decompress(data)
-                except zstandard.ZstdError as e:
-                    raise InputError(
-                        self.path, f"corrupt zstd data near byte {self.position:,}: {e}"
-                    ) from e
-                frame_started = True
-                if out:
-                    yield out
-                if not frame.eof:
-                    break
-                data = frame.unused_data  # the next frame starts inside this chunk
-                frame, frame_started = decompressor.decompressobj(), False
-        if frame_started and not frame.eof:
-            raise InputError(
-                self.path, f"truncated zstd stream: it ends mid-frame at byte {self.position:,}"
-            )
+        # Block by block (pipeline.zstd_blocks): a corrupt file keeps every line before the
+        # damage, and one cut short is an error rather than silently partial data.
+        try:
+            yield from decompressed_chunks(self._read)
+        except ZstdDamage as e:
+            raise InputError(self.path, str(e)) from e
 
     def _read(self) -> bytes:
         try:
