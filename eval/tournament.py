@@ -34,10 +34,10 @@ import chess.engine
 import chess.pgn
 
 from core.engine_path import find_engine
+from core.openings import Opening, choose_openings, load_openings
 from core.progress import Progress
 from eval.elo import EloConfig, GameResult, fit_elo, format_table
 from eval.engines import SPEC_HELP, Agent, make_agent
-from eval.openings import Opening, choose_openings, load_openings
 
 PGN_NAME = "games.pgn"
 JSON_NAME = "tournament.json"
