@@ -23,7 +23,9 @@ Prints one JSON object:
   pipeline's annotator (boards queued as the pipeline queues them), measured in alternating
   rounds: full action values (`action-values`, one search per legal move at `--av-nodes`)
   against one unrestricted search per board (`search`) at each of `--search-nodes`, with
-  MultiPV 1 and `--multipv` K. Per mode: ms and nodes per board, boards/s, the cost relative
+  MultiPV 1 and `--multipv` K, and at the smallest of them with a 1 MB hash instead of 16
+  (each board's `ucinewgame` clears the hash, a cost a single search does not amortise). Per
+  mode: ms and nodes per board, boards/s, the cost relative
   to full action values (`cost_vs_action_values`, time per board over theirs), the values per
   board, and how often its best move is one of the full action values' best moves
   (`best_move_agrees`, ties counted);
@@ -251,17 +253,26 @@ def mode_rounds(
 ) -> dict:
     """Cost per board of each annotation mode (see the module doc), every mode once per round
     on that round's boards, so load that drifts during the run hits every mode alike."""
-    modes: list[tuple[str, Mode, Limit, int]] = [
-        (f"action-values nodes={av_nodes}", "action-values", Limit("nodes", av_nodes), 1)
+    modes: list[tuple[str, Mode, Limit, int, int]] = [  # label, mode, limit, multipv, hash MB
+        (f"action-values nodes={av_nodes}", "action-values", Limit("nodes", av_nodes), 1, 16)
     ]
     for nodes in search_nodes:
         for lines in sorted({1, multipv}):
-            modes.append(
-                (f"search nodes={nodes} multipv={lines}", "search", Limit("nodes", nodes), lines)
-            )
+            label = f"search nodes={nodes} multipv={lines}"
+            modes.append((label, "search", Limit("nodes", nodes), lines, 16))
+    # The clear before each board (`ucinewgame`) empties the hash: a small one is cheaper.
+    smallest = min(search_nodes)
+    modes.append(
+        (f"search nodes={smallest} multipv=1 hash=1", "search", Limit("nodes", smallest), 1, 1)
+    )
     annotators = {
-        label: BoardAnnotator(lambda: UciEngine(path), limit, mode=mode, multipv=lines)
-        for label, mode, limit, lines in modes
+        label: BoardAnnotator(
+            lambda hash_mb=hash_mb: UciEngine(path, hash_mb=hash_mb),
+            limit,
+            mode=mode,
+            multipv=lines,
+        )  # fmt: skip
+        for label, mode, limit, lines, hash_mb in modes
     }
     for annotator in annotators.values():
         annotator.start()  # outside the timing
