@@ -98,7 +98,8 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         default="action-values",
         help="action-values: every legal move searched alone under --limit (full AV rows, "
         "the default); search: one unrestricted search per board (state value, best move, "
-        "and the --multipv best moves' values as a partial row), ~1/15-1/30 of the cost",
+        "and the --multipv best moves' values as a partial row), 1/32 of the nodes at the "
+        "same --limit",
     )
     parser.add_argument(
         "--multipv",
