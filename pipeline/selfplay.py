@@ -22,8 +22,9 @@ name and renamed when complete: Event, Site, Date (`--date`, else unknown), Roun
 Black, Result, WhiteElo/BlackElo `?`, ECO and Opening from the opening, TimeControl `-`,
 Termination, and a GameId unique to the game and the settings (`sp<digest of the
 settings>-<game number>`), which the annotator uses to sample games. `python -m
-pipeline.annotate` reads the file as any PGN. A JSON summary (games, boards, results, rates)
-goes to stdout, progress with rate and ETA to stderr.
+pipeline.annotate` reads the file as any PGN (games from `.epd` openings start from a set-up
+position, with FEN/SetUp headers: annotate them with `--allow-setup`). A JSON summary (games,
+boards, results, rates) goes to stdout, progress with rate and ETA to stderr.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import itertools
 import json
 import os
 import random
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -100,6 +102,8 @@ class SelfPlayConfig:
             problems.append(f"--workers must be >= 0, got {self.workers}")
         if not self.out.endswith((".pgn", ".pgn.zst")):
             problems.append(f"--out {self.out}: must end in .pgn or .pgn.zst")
+        if not re.fullmatch(r"(\d{4}|\?{4})\.(\d\d|\?\?)\.(\d\d|\?\?)", self.date):
+            problems.append(f"--date {self.date!r} is not YYYY.MM.DD (PGN's date form)")
         if problems:
             raise ValueError("; ".join(problems))
 

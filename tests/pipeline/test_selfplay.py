@@ -118,4 +118,6 @@ def test_the_command_line_reports_in_one_line(stockfish, tmp_path, capsys):
 def test_config_checks_its_values():
     with pytest.raises(ValueError, match="random-prob"):
         SelfPlayConfig(games=1, out="a.pgn", random_prob=1.5)
+    with pytest.raises(ValueError, match="--date '23.11.2026' is not YYYY.MM.DD"):
+        SelfPlayConfig(games=1, out="a.pgn", date="23.11.2026")
     assert dataclasses.replace(SelfPlayConfig(games=3, out="a.pgn"), workers=8).worker_count == 3
