@@ -15,7 +15,8 @@ Deterministic by `--seed` whatever `--workers`: game i draws its random moves fr
 stream (seed, i), its engine starts the game with `ucinewgame` (a cleared hash) and searches
 each move with one thread under a node limit, the whole game so far given as `position ...
 moves`; the games are written in game order, so the output is byte-identical for any number
-of workers. (A `time=` limit plays fine but is not reproducible.)
+of workers, and a run of N games is the first N games of any longer run with the same
+settings. (A `time=` limit plays fine but is not reproducible.)
 
 The output is Lichess-style PGN (`.pgn`, or `.pgn.zst` compressed), written under a temporary
 name and renamed when complete: Event, Site, Date (`--date`, else unknown), Round, White,

@@ -45,6 +45,10 @@ def test_games_are_the_same_whatever_the_worker_count(stockfish, tmp_path):
     same = ("boards", "engine_moves", "random_moves", "nodes", "results", "terminations")
     assert {k: one[k] for k in same} == {k: two[k] for k in same}
     assert one["reproducible"] and one["boards"] > 4 * 7 and one["random_moves"] >= 4 * 4
+    # Game i depends on the seed and i only: a shorter run is a prefix of a longer one.
+    run(small(tmp_path, "two_games.pgn", stockfish, games=2), show_progress=False)
+    four = [str(g) for g in read_games(str(tmp_path / "one.pgn.zst"))]
+    assert [str(g) for g in read_games(str(tmp_path / "two_games.pgn"))] == four[:2]
     other = run(small(tmp_path, "other.pgn", stockfish, seed=1), show_progress=False)
     first = [str(g.mainline_moves()) for g in read_games(str(tmp_path / "one.pgn.zst"))]
     assert first != [str(g.mainline_moves()) for g in read_games(str(tmp_path / "other.pgn"))]
