@@ -75,6 +75,32 @@ def test_action_values_are_the_networks_expected_values(predictors):
     np.testing.assert_allclose(np.concatenate(values), expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("rows_per_pass", [None, 1, 5, 64])
+def test_row_passes_compute_what_the_whole_batch_computes(predictors, rows_per_pass):
+    shared = predictors["av"]
+    predictor = Predictor(shared.params, shared.config, max_batch=64, rows_per_pass=rows_per_pass)
+    assert predictor.rows_per_pass == rows_per_pass
+    fens = [b.fen() for b in BOARDS[:2]]
+    moves = [legal_actions(b) for b in BOARDS[:2]]  # 47 rows: the last pass padded
+    rows = [(fen, m) for fen, ms in zip(fens, moves, strict=True) for m in ms]
+    expected = bins.expected_value(
+        direct(predictor, [f for f, _ in rows], moves_to_indices([m for _, m in rows]))
+    )
+    values = np.concatenate(predictor.action_values(fens, moves))
+    np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-6)
+    log_probs = predictor.log_probs(
+        tokenize_batch([f for f, _ in rows]), moves_to_indices([m for _, m in rows])
+    )
+    assert log_probs.shape == (47, 16) and np.isfinite(log_probs).all()
+
+
+def test_rows_per_pass_must_be_positive(predictors):
+    shared = predictors["sv"]
+    for bad in (0, -2):
+        with pytest.raises(ValueError, match="rows_per_pass"):
+            Predictor(shared.params, shared.config, rows_per_pass=bad)
+
+
 def test_sizes_within_a_bucket_share_one_compilation():
     config = tiny("sv").replace(train={"num_bins": 13})  # an architecture of its own
     predictor = Predictor(init_params(config), config, max_batch=64)
