@@ -1,5 +1,8 @@
 """Ctrl-C and SIGTERM for long-running commands: save what can be saved, one line, exit 128+N.
 
+Commands with a safe point of their own between steps (training, evaluation, downloads)
+catch the KeyboardInterrupt there and end with `interrupted`; Beam jobs cannot.
+
 A KeyboardInterrupt is no way to stop a Beam job: Beam catches it inside the DoFn that was
 running, logs it as a failed bundle with its traceback and raises something else, and the
 threads and processes it started go on printing their own tracebacks as they lose their
@@ -34,8 +37,41 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def exit_code(signum: int) -> int:
-    """The shell's convention for a process ended by signal `signum`."""
+    """128 + the signal's number, as shells report a process the signal ended."""
     return 128 + signum
+
+
+EXIT_INTERRUPTED = exit_code(signal.SIGINT)
+
+
+def interrupted(message: str) -> int:
+    """For commands that stop at a safe point of their own (a KeyboardInterrupt caught
+    between steps): prints `message` (what was kept, how to go on) on stderr; returns
+    EXIT_INTERRUPTED."""
+    print(message, file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Holds Ctrl-C back while the block runs and acts on it (KeyboardInterrupt, or whatever
+    SIGINT's handler does) as the block ends. For starting what an interrupt would leak
+    half-made: python-chess's engine start leaves a non-daemon thread that keeps the process
+    from ever exiting. (Swapping the handler, not masking the signal: a signal masked in the
+    main thread is delivered to another thread and still interrupts the main one.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, _frame: received.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received and callable(previous):
+            previous(signal.SIGINT, None)
+        elif received and previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 def descendants(pid: int) -> list[int]:

@@ -11,6 +11,10 @@ Version 2 (this code writes it) added, so that data made elsewhere fits the same
   boards out unless asked, because a model that only ever sees good moves learns that every
   move is good.
 - `source`: where the values come from (SOURCES below), next to `engine` and `limit`.
+  `limit` is the search behind the values: `nodes=2000` or `time=0.05` per move searched
+  (every legal move valued alone); `search:nodes=20000,multipv=4` for the annotator's cheap
+  mode, one unrestricted search whose K best lines give K values (a partial row unless they
+  are all the legal moves); `depth=D,knodes=K` for Lichess evaluations.
 - `win_probs` and `state_win_prob` became float64, so imported values (ChessBench stores
   float64) are kept exactly and export back unchanged; `state_win_prob` became nullable for
   boards that only have a best move (ChessBench behavioural-cloning records).

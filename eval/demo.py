@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from core.interrupt import exit_code, interrupted
+from core.interrupts import exit_code, interrupted
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"

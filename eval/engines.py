@@ -1,4 +1,5 @@
-"""Agents that choose moves: one Protocol for neural policies, Stockfish and a random mover.
+"""Agents that choose moves: one Protocol for neural policies, Stockfish, a random mover and a
+one-ply material counter (`greedy`, the floor a model must beat).
 
 Every agent is a context manager and closes its processes in `close()`, never in `__del__`.
 An agent receives the whole `chess.Board`, move stack included, so it can see repetitions.
@@ -6,7 +7,7 @@ An agent receives the whole `chess.Board`, move stack included, so it can see re
 Agents are named on command lines by a spec, `KIND[:OPTIONS]`, OPTIONS being comma-separated
 `key=value` pairs (see `SPEC_HELP`, printed by every CLI's --help):
 
-    random                      random:seed=3
+    random                      random:seed=3               greedy
     stockfish:nodes=100000      stockfish:time=0.1,threads=1      stockfish:depth=12,skill=5
     oracle:nodes=2000           oracle:time=0.05
     neural:runs/small           neural:runs/small,temperature=0.5,ema=false,seed=1
@@ -24,8 +25,9 @@ import chess
 import chess.engine
 import numpy as np
 
+from core.actions import move_to_index
 from core.engine_path import find_engine
-from core.interrupt import sigint_deferred
+from core.interrupts import sigint_deferred
 from core.values import win_probability
 
 
@@ -90,6 +92,74 @@ class RandomAgent(AgentBase):
 
     def choose_move(self, board: chess.Board) -> chess.Move:
         return self._rng.choice(_legal_moves(board))
+
+
+# --- greedy: one ply of material ---------------------------------------------------------
+
+# The standard piece values; the king is never captured, so it counts nothing.
+PIECE_VALUES = {
+    chess.PAWN: 1,
+    chess.KNIGHT: 3,
+    chess.BISHOP: 3,
+    chess.ROOK: 5,
+    chess.QUEEN: 9,
+    chess.KING: 0,
+}
+
+
+def material_balance(board: chess.Board, color: chess.Color) -> int:
+    """`color`'s material minus the opponent's, in PIECE_VALUES."""
+    total = 0
+    for piece_type, value in PIECE_VALUES.items():
+        total += value * (
+            len(board.pieces(piece_type, color)) - len(board.pieces(piece_type, not color))
+        )
+    return total
+
+
+def material_gain(board: chess.Board, move: chess.Move) -> int:
+    """How much `move` changes the mover's material balance: the piece it captures (the pawn
+    behind the target square for en passant) plus, for a promotion, the new piece less the
+    pawn. Castling and quiet moves gain 0. Replies are not looked at."""
+    gain = 0
+    if board.is_en_passant(move):
+        gain += PIECE_VALUES[chess.PAWN]
+    else:
+        captured = board.piece_at(move.to_square)
+        if captured is not None and captured.color != board.turn:
+            gain += PIECE_VALUES[captured.piece_type]
+    if move.promotion is not None:
+        gain += PIECE_VALUES[move.promotion] - PIECE_VALUES[chess.PAWN]
+    return gain
+
+
+def greedy_move(board: chess.Board) -> chess.Move:
+    """A mate in one if the board has one, else the move that leaves the mover the best
+    material balance (`material_gain`); ties go to the first move in action-space order.
+
+    One ply and nothing else: a capture of a defended piece counts as a win, stalemating
+    the opponent or allowing a mate in reply are not seen. The paper's tables have no such
+    floor; this is the least a model that "plays chess" must beat.
+    """
+    moves = sorted(_legal_moves(board), key=move_to_index)
+    for move in moves:
+        board.push(move)
+        mate = board.is_checkmate()
+        board.pop()
+        if mate:
+            return move
+    gains = [material_gain(board, move) for move in moves]
+    return moves[gains.index(max(gains))]
+
+
+class GreedyAgent(AgentBase):
+    """Plays `greedy_move`: deterministic, no engine, no state between positions."""
+
+    def __init__(self, name: str = "greedy"):
+        self.name = name
+
+    def choose_move(self, board: chess.Board) -> chess.Move:
+        return greedy_move(board)
 
 
 # --- Stockfish ---------------------------------------------------------------------------
@@ -267,8 +337,6 @@ class StockfishOracleAgent(_EngineAgent):
 
     def move_values(self, board: chess.Board) -> list[RootMoveValue]:
         """Every legal move's value, in action-space order."""
-        from core.actions import move_to_index
-
         moves = sorted(_legal_moves(board), key=move_to_index)
         values = []
         for move in moves:
@@ -394,6 +462,10 @@ class NeuralAgent(AgentBase):
 SPEC_HELP = """\
 Agent specs are KIND[:OPTIONS], OPTIONS comma-separated key=value pairs:
   random[:seed=N]                      uniformly random legal moves (seed 0 by default)
+  greedy                               a mate in one if there is one, else the move that
+                                       leaves the best material balance (P1 N3 B3 R5 Q9, the
+                                       capture and any promotion counted, no reply looked
+                                       at); ties to the first move in action-space order
   stockfish:LIMIT[,OPTS]               Stockfish playing normally
   oracle:LIMIT[,OPTS]                  every legal move searched alone, best value wins
       LIMIT: nodes=N | time=SECONDS | depth=D (combinable)
@@ -404,12 +476,14 @@ Agent specs are KIND[:OPTIONS], OPTIONS comma-separated key=value pairs:
              seed=N (for sampling), repetition=true|false (value 0.5 for moves allowing a
              threefold claim; AV/SV only, default true)
   any kind: name=LABEL (the label in tables and plots; default the spec itself)
-Examples: random:seed=3  stockfish:nodes=100000  oracle:time=0.05  neural:runs/small,temperature=0.5
+Examples: random:seed=3  greedy  stockfish:nodes=100000  oracle:time=0.05
+          neural:runs/small,temperature=0.5
 """
 
 _ENGINE_KEYS = {"nodes", "time", "depth", "threads", "hash", "skill", "engine", "name"}
 _ALLOWED = {
     "random": {"seed", "name"},
+    "greedy": {"name"},
     "stockfish": _ENGINE_KEYS,
     "oracle": _ENGINE_KEYS,
     "neural": {"path", "ema", "temperature", "seed", "repetition", "name"},
@@ -506,6 +580,8 @@ def _agent_arguments(spec: AgentSpec, engine_path: str | None) -> dict:
     """The keyword arguments of the spec's agent class, every value checked."""
     if spec.kind == "random":
         return {"seed": _number(spec, "seed", int, 0), "name": spec.label}
+    if spec.kind == "greedy":
+        return {"name": spec.label}
     if spec.kind in ("stockfish", "oracle"):
         return {"settings": engine_settings(spec, engine_path), "name": spec.label}
     temperature = _number(spec, "temperature", float, 0.0)
@@ -530,6 +606,8 @@ def make_agent(spec: str | AgentSpec, engine_path: str | None = None) -> AgentBa
     arguments = _agent_arguments(spec, engine_path)
     if spec.kind == "random":
         return RandomAgent(**arguments)
+    if spec.kind == "greedy":
+        return GreedyAgent(**arguments)
     if spec.kind == "stockfish":
         return StockfishAgent(**arguments)
     if spec.kind == "oracle":

@@ -20,145 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import chess
 
-from core.interrupt import interrupted
+from core.eval_sets import TestPosition, read_suite
+from core.interrupts import interrupted
 from core.progress import Progress
 from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
-from eval.text_files import open_text, reading
 
-POINT_FIELDS = ("c0", "c1")
 STS_REFERENCE = {"max_points": 15_000, "Giraffe (0.1 s)": 8_526, "Stockfish 5 (0.1 s)": 10_505}
-_POINT_ITEM = re.compile(r"^\s*(\S+?)\s*=\s*(-?\d+)\s*$")
-
-
-@dataclass(frozen=True)
-class TestPosition:
-    line: int
-    fen: str
-    id: str
-    theme: str
-    points: dict[str, int]  # UCI -> points; empty when the line has no point list
-    best: frozenset[str]  # UCI moves of `bm`
-    avoid: frozenset[str]  # UCI moves of `am`
-
-    @property
-    def max_points(self) -> int:
-        return max(self.points.values()) if self.points else 0
-
-    @property
-    def has_solution(self) -> bool:
-        return bool(self.best or self.avoid)
-
-
-@dataclass(frozen=True)
-class SkippedLine:
-    line: int
-    error: str
-
-
-def parse_points(text: str, board: chess.Board) -> dict[str, int] | None:
-    """`"f5=10, Be5+=2"` -> {UCI: points}; None when `text` is not a point list at all (e.g. a
-    game's name in Arasan's c0); ValueError when it is one but a move does not parse."""
-    items = [item for item in text.split(",") if item.strip()]
-    matches = [_POINT_ITEM.match(item) for item in items]
-    if not items or not any(matches):
-        return None
-    if not all(matches):
-        raise ValueError(f"point list {text!r} mixes moves=points with other text")
-    points: dict[str, int] = {}
-    for match in matches:
-        san, value = match.group(1), int(match.group(2))
-        try:
-            move = board.parse_san(san)
-        except ValueError:
-            raise ValueError(f"{san!r} in point list {text!r} is not a legal move") from None
-        points[move.uci()] = value
-    return points
-
-
-def theme_of(position_id: str) -> str:
-    """The test's theme from its id: "STS(v1.0) Undermine.001" -> "Undermine", "WAC.001" ->
-    "WAC"; the id itself when it has no trailing number."""
-    name = position_id.split(") ", 1)[1] if ") " in position_id else position_id
-    stem, dot, number = name.strip().rpartition(".")
-    return stem if dot and number.isdigit() and stem else name.strip()
-
-
-def parse_epd_line(text: str, line: int) -> TestPosition:
-    """One EPD line -> TestPosition; ValueError saying what is wrong."""
-    fields = text.split()
-    if len(fields) > 6 and fields[4].isdigit() and fields[5].isdigit():
-        # A full FEN (halfmove clock and move number) where EPD has four fields: accept it.
-        text = " ".join(fields[:4] + fields[6:])
-    try:
-        board, ops = chess.Board.from_epd(text)
-    except ValueError as e:
-        raise ValueError(f"not a valid EPD line: {e}") from None
-    position_id = str(ops.get("id", "") or "")
-    points: dict[str, int] = {}
-    for key in POINT_FIELDS:
-        if isinstance(ops.get(key), str):
-            parsed = parse_points(ops[key], board)
-            if parsed:
-                points = parsed
-                break
-
-    def moves(key: str) -> frozenset[str]:
-        value = ops.get(key)
-        if value is None:
-            return frozenset()
-        if not isinstance(value, list):
-            raise ValueError(f"{key} {value!r} is not a move list")
-        return frozenset(m.uci() for m in value)
-
-    position = TestPosition(
-        line=line,
-        fen=board.fen(),
-        id=position_id,
-        theme=theme_of(position_id) if position_id else "",
-        points=points,
-        best=moves("bm"),
-        avoid=moves("am"),
-    )
-    if not position.points and not position.has_solution:
-        raise ValueError("neither move points (c0/c1) nor bm/am: nothing to score")
-    if board.is_game_over():
-        raise ValueError("the position is already over")
-    return position
-
-
-def iter_suite(path: str, skipped: list[SkippedLine]) -> Iterator[TestPosition]:
-    with open_text(path) as f:
-        for number, text in enumerate(f, 1):
-            text = text.strip()
-            if not text or text.startswith("#"):
-                continue
-            try:
-                yield parse_epd_line(text, number)
-            except ValueError as e:
-                skipped.append(SkippedLine(number, str(e)))
-
-
-def read_suite(path: str, num: int | None = None) -> tuple[list[TestPosition], list[SkippedLine]]:
-    """The first `num` well-formed positions of an EPD file (all when None), and the lines
-    skipped as malformed. FileNotFoundError for a missing file, NotTextError (a ValueError)
-    naming a file that is not text."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"EPD file {path!r} does not exist")
-    skipped: list[SkippedLine] = []
-    positions: list[TestPosition] = []
-    with reading(path):
-        for position in iter_suite(path, skipped):
-            if num is not None and len(positions) >= num:
-                break
-            positions.append(position)
-    return positions, skipped
 
 
 def score_move(position: TestPosition, move: str) -> dict:

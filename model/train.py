@@ -43,7 +43,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from core.interrupt import exit_code, interrupted
+from core.interrupts import exit_code, interrupted
 from core.metrics import summarize
 from core.progress import format_duration
 from core.schema import SchemaError
@@ -62,7 +62,7 @@ from model.transformer import build, cast, count_params, init_params
 
 DATA_AXIS = "data"
 METRICS_FILE = "metrics.jsonl"
-# Signals that stop training at the next step with a checkpoint (exit code: core.interrupt).
+# Signals that stop training at the next step with a checkpoint (exit code: core.interrupts).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 

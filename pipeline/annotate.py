@@ -1,6 +1,7 @@
 """The Beam pipeline: PGN games -> deduplicated boards -> Stockfish action values -> Parquet.
 
     python -m pipeline.annotate INPUT... --out DIR --split train --limit nodes=2000 \\
+        [--mode search [--multipv K]] [--exclude PUZZLES.csv SUITE.epd ...] \\
         [--sample-rate R] [--max-games N] [--num-shards K] [beam options]
 
 Stages (each a Beam transform; the same code runs on the DirectRunner, Dataflow, Flink, Spark):
@@ -11,10 +12,13 @@ Stages (each a Beam transform; the same code runs on the DirectRunner, Dataflow,
 2. ParseGames: python-chess parses each game; variants, set-up positions (unless
    `--allow-setup`), parse errors, illegal moves and empty games are skipped and counted.
    `--max-games N` then keeps the N valid games with the smallest sampling hash.
-3. The FEN before each move, counted per distinct full FEN (`count` column).
+3. The FEN before each move, counted per distinct full FEN (`count` column); with `--exclude`,
+   boards whose position is one of the evaluation sets' (pipeline/exclude.py) are dropped
+   and counted.
 4. AnnotateBoards: one Stockfish per worker (started in `setup`, closed in `teardown`), one
-   search per legal move restricted to that move; engine failures restart the engine and retry,
-   boards that still fail go to the failures output.
+   search per legal move restricted to that move (`--mode action-values`, the default) or one
+   unrestricted search reporting `--multipv` lines (`--mode search`); engine failures restart
+   the engine and retry, boards that still fail go to the failures output.
 5. Sharded Parquet (`core/schema.py`) and `stats.json` beside the shards.
 
 Resume: AnnotateBoards also appends its rows to `<split>/_journal/` as it goes (`JournalWriter`).
@@ -57,6 +61,7 @@ from core.interrupts import stop_on_signals
 from core.progress import format_duration, print_result
 from core.schema import FAILURES_PREFIX, SCHEMA_VERSION, STATS_FILE, shard_name
 from pipeline import stats
+from pipeline.action_values import MODES
 from pipeline.annotate_config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
 from pipeline.annotate_games import stopping_input_error
 from pipeline.annotate_graph import build
@@ -68,6 +73,7 @@ from pipeline.annotate_journal import (
 )
 from pipeline.annotate_output import prepare_output, run_identity
 from pipeline.engine import EngineError, Limit, UciEngine
+from pipeline.exclude import Exclusions, load_exclusions
 from pipeline.sources import expand_inputs
 from pipeline.split_lock import SplitBusy, split_lock
 
@@ -97,8 +103,23 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--limit",
         default=DEFAULT_LIMIT,
         type=Limit.parse,
-        help="per-move search: nodes=N (reproducible) or time=SECONDS "
+        help="each search's limit: nodes=N (reproducible) or time=SECONDS "
         f"(the paper: time=0.05); default {DEFAULT_LIMIT}",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="action-values",
+        help="action-values: every legal move searched alone under --limit (full AV rows, "
+        "the default); search: one unrestricted search per board (state value, best move, "
+        "and the --multipv best moves' values as a partial row), 1/32 of the nodes at the "
+        "same --limit",
+    )
+    parser.add_argument(
+        "--multipv",
+        type=int,
+        default=1,
+        help="--mode search: the K best lines whose first moves are valued (default 1)",
     )
     parser.add_argument(
         "--engine",
@@ -151,6 +172,16 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-shards", type=int, default=1, help="board shards to write")
     parser.add_argument(
+        "--exclude",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="PATH",
+        help="evaluation sets never to train on: Lichess puzzle CSVs (.csv, .csv.zst: the "
+        "positions after Moves[0]) and EPD files; boards of those positions are dropped and "
+        "counted in stats.json (excluded)",
+    )
+    parser.add_argument(
         "--overwrite",
         action="store_true",
         help="replace shards and stats already in <out>/<split>, and delete an interrupted "
@@ -189,11 +220,17 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         raise SystemExit(f"--max-games must be >= 1, got {args.max_games}")
     if args.journal_every < 0:
         raise SystemExit(f"--journal-every must be >= 0, got {args.journal_every}")
+    if args.multipv < 1:
+        raise SystemExit(f"--multipv must be >= 1, got {args.multipv}")
+    if args.multipv != 1 and args.mode != "search":
+        raise SystemExit("--multipv is for --mode search (action-values values every move)")
     config = AnnotateConfig(
         inputs=tuple(args.inputs),
         out=args.out,
         split=args.split,
         limit=args.limit,
+        mode=args.mode,
+        multipv=args.multipv,
         engine=EngineConfig(
             args.engine, args.threads, args.hash_mb, args.engine_timeout, args.retries
         ),
@@ -206,6 +243,7 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         fail_on_input_error=args.fail_on_input_error,
         progress_seconds=args.progress_seconds,
         journal_every=args.journal_every,
+        exclude=tuple(args.exclude),
     )
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args.append("--runner=DirectRunner")
@@ -247,6 +285,7 @@ def _static_stats(
     options: PipelineOptions,
     engine_path: str | None,
     engine_name: str | None,
+    exclusions: Exclusions,
 ) -> dict:
     """The run's description that stats.json carries beside its counts."""
     return {
@@ -255,6 +294,10 @@ def _static_stats(
         "out": config.out,
         "split": config.split,
         "limit": str(config.limit),
+        "mode": config.mode,
+        "multipv": config.multipv,
+        "row_limit": config.row_limit,
+        "exclude": exclusions.describe(),
         "engine": {**asdict(config.engine), "path": engine_path, "name": engine_name},
         "reproducible": config.limit.deterministic and config.engine.threads == 1,
         "sampling": {
@@ -287,20 +330,37 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
         config = dataclasses.replace(
             config, engine=dataclasses.replace(config.engine, path=engine_path)
         )
+    exclusions = load_exclusions(config.exclude)
+    for record in exclusions.files:
+        if record.skipped:
+            print(
+                f"WARNING: --exclude {record.path}: {record.skipped:,} malformed record(s) "
+                f"hold no position (first: {record.first_skipped})",
+                file=sys.stderr,
+            )
     with split_lock(config.split_dir, "annotate"):
         resume = prepare_output(config, run_identity(config, inputs, engine_name))
-        static = _static_stats(config, inputs, options, config.engine.path, engine_name)
-        _announce(config, static, resume)
-        return _run_pipeline(config, inputs, options, static, resume or ())
+        static = _static_stats(config, inputs, options, config.engine.path, engine_name, exclusions)
+        _announce(config, static, resume, exclusions)
+        return _run_pipeline(config, inputs, options, static, resume or (), exclusions)
 
 
-def _announce(config: AnnotateConfig, static: dict, resume: list[str] | None) -> None:
+def _announce(
+    config: AnnotateConfig, static: dict, resume: list[str] | None, exclusions: Exclusions
+) -> None:
     print(
-        f"annotate: {len(static['inputs'])} input(s) -> {config.split_dir} ({config.limit}, "
+        f"annotate: {len(static['inputs'])} input(s) -> {config.split_dir} ({config.row_limit}, "
         f"{static['runner']}, {static['expected_workers'] or '?'} worker(s))",
         file=sys.stderr,
         flush=True,
     )
+    if exclusions.files:
+        print(
+            f"annotate: excluding {len(exclusions):,} evaluation positions of "
+            f"{len(exclusions.files)} file(s)",
+            file=sys.stderr,
+            flush=True,
+        )
     if resume is not None:
         print(
             f"annotate: resuming the interrupted run in {config.split_dir}: boards in its "
@@ -316,11 +376,12 @@ def _run_pipeline(
     options: PipelineOptions,
     static: dict,
     resume: Sequence[str],
+    exclusions: Exclusions,
 ) -> dict:
     """Builds and runs the Beam job; completes stats.json and deletes the journal."""
     began = time.monotonic()
     root = beam.Pipeline(options=options)
-    build(root, config, inputs, static, resume)
+    build(root, config, inputs, static, resume, exclusions.keys)
     try:
         root.run().wait_until_finish()
     except Exception as e:
@@ -389,6 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"annotate: {games['used']:,} games used ({games['skipped_total']:,} skipped), "
         f"{boards['unique']:,} unique boards, {boards['annotated']:,} annotated, "
         f"{document['resumed']['boards']:,} resumed, {boards['failed']:,} failed, "
+        f"{document['excluded']['boards']:,} excluded, "
         f"{document['action_values']:,} action values "
         f"in {format_duration(document['wall_time_s'])}",
         document,

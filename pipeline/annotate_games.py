@@ -1,4 +1,5 @@
-"""The DoFns from input files to boards: read and sample games, parse them, keep `--max-games`.
+"""The DoFns from input files to boards: read and sample games, parse them, keep `--max-games`,
+drop the evaluation sets' positions (`--exclude`).
 
 Each counts what it skips in a `stats.BundleStats` emitted on stats.STATS_TAG.
 """
@@ -12,6 +13,7 @@ import sys
 import apache_beam as beam
 
 from pipeline import pgn, stats
+from pipeline.exclude import position_key
 from pipeline.sources import InputError, read_lines
 
 
@@ -158,3 +160,30 @@ def stopping_input_error(error: BaseException) -> InputError | None:
         return None
     path, _, message = match.group(1).partition(": ")
     return InputError(path, message)
+
+
+class DropExcluded(beam.DoFn):
+    """(fen, count) -> itself, unless its position (FEN without clocks) is one of `keys`:
+    then it is counted (`excluded` boards, `excluded_occurrences` in the games) and dropped.
+
+    The keys travel inside the DoFn (pickled with the graph), which suits the evaluation
+    sets' tens of thousands of positions; millions would call for a side input.
+    """
+
+    def __init__(self, keys: frozenset[str]):
+        self.keys = keys
+
+    def start_bundle(self):
+        self._stats = stats.BundleStats()
+
+    def process(self, element):
+        fen, count = element
+        if position_key(fen) in self.keys:
+            self._stats.count("excluded")
+            self._stats.count("excluded_occurrences", count)
+            self._stats.example("excluded", fen)
+            return
+        yield element
+
+    def finish_bundle(self):
+        yield self._stats.emit()

@@ -1,8 +1,9 @@
-"""The annotate job as a Beam graph: inputs -> games -> unique boards -> action values ->
-sharded Parquet, the failures output and stats.json.
+"""The annotate job as a Beam graph: inputs -> games -> unique boards (less the evaluation
+positions of `--exclude`) -> action values -> sharded Parquet, the failures output and
+stats.json.
 
-The stages' DoFns live in `annotate_games` (read, parse, `--max-games`), `annotate_boards`
-(the engine) and `annotate_journal` (reusing an interrupted run's rows).
+The stages' DoFns live in `annotate_games` (read, parse, `--max-games`, `--exclude`),
+`annotate_boards` (the engine) and `annotate_journal` (reusing an interrupted run's rows).
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from core.schema import BOARD_SCHEMA, BOARDS_PREFIX, FAILURE_SCHEMA, FAILURES_PR
 from pipeline import stats
 from pipeline.annotate_boards import FAILURES_TAG, AnnotateBoards
 from pipeline.annotate_config import AnnotateConfig
-from pipeline.annotate_games import KeepGames, ParseGames, ReadGames, max_games_threshold
+from pipeline.annotate_games import (
+    DropExcluded,
+    KeepGames,
+    ParseGames,
+    ReadGames,
+    max_games_threshold,
+)
 from pipeline.annotate_journal import TODO_TAG, ReadJournal, UseJournal
 from pipeline.shards import WriteShards
 
@@ -27,6 +34,7 @@ def build(
     inputs: list[str],
     static: dict | None = None,
     journal_parts: Sequence[str] = (),
+    excluded: frozenset[str] = frozenset(),
 ) -> None:
     """Adds the whole job to `root`: inputs -> shards, failures and stats.json.
 
@@ -35,9 +43,17 @@ def build(
     journaled to `config.journal_dir` unless `config.journal_every` is 0. `journal_parts`
     (`list_journal_parts`) are an interrupted run's parts: their boards are reused, not
     searched. `run_config` checks the journal's run.json first and deletes it afterwards.
+    Boards whose position (pipeline.exclude.position_key) is in `excluded` are dropped before
+    the journal and the engine see them.
     """
     static = dict(static or {})
     unique, all_stats = _unique_boards(root, config, inputs)
+    if excluded:
+        kept = unique | "DropExcluded" >> beam.ParDo(DropExcluded(excluded)).with_outputs(
+            stats.STATS_TAG, main="boards"
+        )
+        unique = kept.boards
+        all_stats.append(kept.stats)
     todo, side_inputs, resumed_rows = unique, [], None
     if journal_parts:
         joined, journal_stats = _join_journal(root, unique, journal_parts)
@@ -54,6 +70,8 @@ def build(
             static.get("expected_workers", 0),
             config.journal_dir if config.journal_every > 0 else None,
             config.journal_every,
+            config.mode,
+            config.multipv,
         ),
         total,
         *side_inputs,

@@ -34,7 +34,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 
-from core.interrupt import interrupted
+from core.interrupts import interrupted
 from core.progress import Progress
 
 LICHESS_STANDARD = "https://database.lichess.org/standard/"

@@ -31,10 +31,9 @@ lines, two batches per worker in flight, and takes the results in input order, s
 (files, part boundaries, stats, failure messages) is the same whatever N; N is therefore not a
 setting a resume must match. The workers only convert: reading, writing and every file stay in
 this process. A worker that dies (killed, out of memory) ends the import with WorkerDied, the
-completed parts kept for a rerun; workers end with a killed import. They are started with
-"spawn": they inherit nothing from this process, whose threads (pyarrow's, a caller's) make
-"fork" unsafe; a program calling `import_lichess_evals` with workers therefore needs the usual
-`if __name__ == "__main__":` guard.
+completed parts kept for a rerun; workers end with a killed import. They are started as
+pipeline/workers.py says ("spawn"): a program calling `import_lichess_evals` with workers
+therefore needs the usual `if __name__ == "__main__":` guard.
 
 `import_lichess_evals(input_path, output_dir, config)` is the programmatic entry point.
 """
@@ -47,13 +46,10 @@ import datetime
 import functools
 import itertools
 import json
-import multiprocessing
-import multiprocessing.connection
 import os
 import shutil
 import signal
 import sys
-import threading
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -87,6 +83,7 @@ from pipeline.lichess_evals import (
     Converted,
     convert_line,
 )
+from pipeline.workers import SPAWN, usable_cores, worker_start
 from pipeline.zstd_blocks import ZstdDamage, decompressed_chunks
 
 DEFAULT_ROWS_PER_SHARD = 1_000_000
@@ -209,22 +206,6 @@ def _convert(text: bytes) -> Converted | BadLine:
         return e
 
 
-def _worker_start() -> None:
-    # Ctrl-C reaches the whole process group: the parent stops the pool, the workers must not
-    # each die with a traceback of their own.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # A worker holds both ends of its task queue, so it would wait for tasks forever after the
-    # parent is killed: the parent's sentinel ends it instead.
-    threading.Thread(target=_exit_with_parent, daemon=True).start()
-
-
-def _exit_with_parent() -> None:
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        multiprocessing.connection.wait([parent.sentinel])
-        os._exit(1)
-
-
 def _convert_batch(texts: list[bytes]) -> list[Converted | _Failure]:
     """A worker's task: the lines' conversions, in order."""
     results: list[Converted | _Failure] = []
@@ -246,9 +227,7 @@ def _converted(
             yield number, text, _convert(text)
         return
     batches: Iterator[_Batch] = iter(lambda: list(itertools.islice(lines, _BATCH_LINES)), [])
-    pool = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
-    )
+    pool = ProcessPoolExecutor(workers, mp_context=SPAWN, initializer=worker_start)
     in_flight: deque[tuple[_Batch, Future[list[Converted | _Failure]]]] = deque()
     try:
         while True:
@@ -402,15 +381,6 @@ class ImportConfig:
     def worker_count(self) -> int:
         """`workers`, 0 meaning one per core this process may use."""
         return self.workers or usable_cores()
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity, which containers and `taskset`
-    narrow), not every core of the machine."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity on this platform
-        return os.cpu_count() or 1
 
 
 class ImportMismatch(ValueError):

@@ -14,12 +14,12 @@ import time
 
 import pytest
 
+from core.text_files import NotTextError
 from eval.plot import main as plot_main
 from eval.puzzles import main as puzzles_main
 from eval.puzzles import read_puzzles
 from eval.suites import main as suites_main
 from eval.suites import read_suite
-from eval.text_files import NotTextError
 from eval.tournament import PGN_NAME, read_finished
 from eval.tournament import main as tournament_main
 

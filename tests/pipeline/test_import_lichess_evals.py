@@ -674,7 +674,7 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys
     # Each worker kills itself as it starts. (The initializer reaches the worker pickled by
     # name: a partial of stdlib functions can be, a function of this module may not import.)
     suicide = functools.partial(signal.raise_signal, signal.SIGKILL)
-    monkeypatch.setattr(lev, "_worker_start", suicide)
+    monkeypatch.setattr(lev, "worker_start", suicide)
     codes = []
     thread = threading.Thread(target=lambda: codes.append(main([*args, "--workers", "2"])))
     thread.start()
