@@ -11,7 +11,7 @@ from core import bins
 from core.actions import legal_actions, moves_to_indices
 from core.tokenizer import tokenize_batch
 from model import config as config_lib
-from model.predictor import Predictor, TargetError
+from model.predictor import Predictor, TargetError, model_fen
 from model.transformer import build, init_params
 
 BOARDS = [
@@ -150,3 +150,42 @@ def test_asking_the_wrong_target_is_a_clear_error(predictors):
         predictor.state_values([BOARDS[0].fen()])
     with pytest.raises(TargetError, match="'bc'"):
         predictor.move_log_probs([BOARDS[0].fen()])
+
+
+@pytest.mark.parametrize("target", ["av", "sv", "bc"])
+def test_warm_up_compiles_every_shape_a_one_board_move_can_need(target):
+    # An architecture of its own (num_bins 11), so no other test has compiled its shapes;
+    # max_batch 64 keeps the compilations few and splits the 218-move board into chunks.
+    config = tiny(target).replace(train={"num_bins": 11})
+    predictor = Predictor(random_params(config), config, max_batch=64)
+    fn = predictor._log_probs if target == "bc" else predictor._values
+    sizes = predictor.warm_up(max_boards=1)
+    # Up to 218 rows for AV (moves) and SV (successors) in chunks of 64; one row for BC.
+    assert sizes == ([16] if target == "bc" else [16, 32, 64])
+    compiled = fn._cache_size()
+    assert compiled == len(sizes)
+    # Positions with 1, 2, 20, 48 and 218 legal moves: no new compilation.
+    boards = [
+        chess.Board("k7/8/8/8/8/8/5PPP/5RK1 b - - 0 1"),  # ...one king move
+        chess.Board("7k/8/6QK/8/8/8/8/8 b - - 0 1"),
+        chess.Board(),
+        chess.Board("r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1"),
+        chess.Board("R6R/3Q4/1Q4Q1/4Q3/2Q4Q/Q4Q2/pp1Q4/kBNN1KB1 w - - 0 1"),
+    ]
+    assert [b.legal_moves.count() for b in boards][2:] == [20, 48, 218]
+    for board in boards:
+        predictor.move_values([board])
+    assert fn._cache_size() == compiled
+
+
+def test_counters_beyond_three_digits_are_clamped_for_the_model(predictors):
+    late = chess.Board("4k3/8/8/8/8/8/4P3/4K3 b - - 1200 1000")
+    assert model_fen(late) == "4k3/8/8/8/8/8/4P3/4K3 b - - 999 999"
+    assert late.fen().endswith("1200 1000")  # the board itself is untouched
+    same = chess.Board("4k3/8/8/8/8/8/4P3/4K3 b - - 999 999")
+    for target, predictor in predictors.items():
+        # SV scores successor boards, whose fullmove number is one more: 1000 after Black.
+        [(moves, scores)] = predictor.move_values([late])
+        [(_, expected)] = predictor.move_values([same])
+        assert len(moves) == 5, target
+        np.testing.assert_array_equal(scores, expected)
