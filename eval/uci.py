@@ -207,7 +207,8 @@ class UciEngine:
             return None
         try:
             return self.chooser().choose(after, MoveRequest()).move
-        except Exception:  # no ponder move is a valid answer; the move itself stands
+        except Exception as e:  # the move stands; a bestmove without ponder is valid UCI
+            self.error(f"no ponder move after {move.uci()} ({type(e).__name__}: {e})")
             return None
 
     def _info(self, board: chess.Board, decision: Decision, pv: list[chess.Move], secs: float):
@@ -233,7 +234,9 @@ class UciEngine:
         ]
         return " ".join(parts)
 
-    def answer(self, board: chess.Board, go: GoParams, allowed) -> list[str]:
+    def answer(
+        self, board: chess.Board, go: GoParams, allowed: frozenset[chess.Move] | None
+    ) -> list[str]:
         """The info line(s) and the `bestmove` line for `go` on `board`."""
         if not any(board.legal_moves):
             self.error(f"no legal move in {board.fen()!r}")

@@ -119,6 +119,31 @@ def label(path: str) -> str:
     return parts[-1]
 
 
+def xla_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "searchless-chess", "xla")
+
+
+def keep_compilations_on_disk() -> None:
+    """Keeps XLA's compiled batch shapes in xla_cache_dir() (JAX's persistent compilation
+    cache), so an engine started again for the same architecture (lichess-bot starts one
+    per game, tournament managers restart them) reads them back instead of compiling: the
+    warm-up then costs a fraction. A cache the user set (JAX_COMPILATION_CACHE_DIR) or
+    turned off (JAX_ENABLE_COMPILATION_CACHE=false) is left alone."""
+    import jax  # only with a model: see NeuralFactory._load
+
+    if jax.config.jax_compilation_cache_dir or not jax.config.jax_enable_compilation_cache:
+        return
+    directory = xla_cache_dir()
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        return  # nowhere to keep them: every start compiles
+    jax.config.update("jax_compilation_cache_dir", directory)
+    # JAX keeps only compilations slower than 1 s by default; each shape counts here.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
 class NeuralFactory:
     """Policies of the model WeightsFile names; each (model, UseEMA) is loaded once, and the
     first load starts XLA with `Threads` threads."""
@@ -153,22 +178,24 @@ class NeuralFactory:
             # handshake's few seconds, and the test agents (--agent) never need it.
             from model.predictor import Predictor
 
-            first = self.runtime_threads is None
+            keep_compilations_on_disk()
+            first = self.runtime_threads is None  # XLA's thread pools not made yet
             pools = threads.thread_pools_of(options.threads) if first else contextlib.nullcontext()
             try:
                 with pools:
                     predictor = Predictor.from_checkpoint(path, use_ema=options.use_ema)
                     if self.warm_up:
                         predictor.warm_up(max_boards=1)  # one board per move
+                    else:  # as the engine did before the warm-up: the first move's shape
+                        predictor.move_values([chess.Board()])
             # A user's file can fail to load in as many ways as orbax and JAX have errors;
             # whichever it is, the engine must report it and stay up.
             except Exception as e:
                 raise ModelUnavailable(
                     f"cannot load model {path!r}: {type(e).__name__}: {e}"
                 ) from None
-            finally:
-                if first:
-                    self.runtime_threads = threads.effective_threads(options.threads)
+            if first:  # the pools were made by the computations above
+                self.runtime_threads = threads.effective_threads(options.threads)
             self._predictors[key] = predictor
         return self._predictors[key]
 

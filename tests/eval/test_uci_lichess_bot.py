@@ -3,9 +3,12 @@ and config.yml.default of lichess-bot-devs/lichess-bot), with no connection to l
 
 - started from lichess-bot's own directory (`engine.dir` + `engine.name`, made absolute),
   with `popen_uci(..., timeout=60, setpgrp=True)`;
+- the model named relative to that directory, as the README's config does it, by
+  `engine_options` (lichess-bot passes `--checkpoint=PATH`) and again by a WeightsFile in
+  `uci_options`;
 - configured with config.yml.default's `uci_options` (Move Overhead 100, Threads 4, Hash 512,
-  SyzygyPath ./syzygy/, UCI_ShowWDL true) less the options python-chess manages, plus a
-  WeightsFile relative to that directory; then the opponent's details;
+  SyzygyPath ./syzygy/, UCI_ShowWDL true) less the options python-chess manages; then the
+  opponent's details;
 - each move `engine.play(board, limit, info=INFO_ALL, ponder=..., draw_offered=False,
   root_moves=None)`: the first move with `Limit(time=10)` and no pondering, every later one
   with both clocks and increments (`move_overhead: 2000` taken off its own clock) and
@@ -76,6 +79,7 @@ def test_lichess_bot_plays_a_game_with_its_default_config(trained_run, tmp_path,
     os.symlink(console_script, bot_dir / "engines" / "searchless-uci")
     os.symlink(trained_run, bot_dir / "engines" / "weights")
     command = [os.path.abspath(os.path.join(bot_dir, "./engines/", "searchless-uci"))]
+    command += [f"--{key}={value}" for key, value in {"checkpoint": "engines/weights"}.items()]
     options = remove_managed_options({**LICHESS_BOT_UCI_OPTIONS, "WeightsFile": "engines/weights"})
     engine = chess.engine.SimpleEngine.popen_uci(
         command, timeout=60.0, debug=False, setpgrp=True, stderr=None, cwd=bot_dir

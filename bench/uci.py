@@ -1,0 +1,120 @@
+"""UCI engine move times through python-chess: the slowest move of a self-played game (40 plies
+by default) and the first move, which includes loading the model, for three engines, each a
+fresh console-script process, in one run:
+
+- `warm_up`: as shipped, with an empty XLA compilation cache (a first start on a machine);
+- `warm_up_cached`: as shipped, started again: the compiled shapes come from the cache the
+  first one filled (lichess-bot starts an engine per game, tournaments restart them);
+- `no_warm_up`: the engine before this work: no warm-up (a move whose batch shape is new
+  waits for XLA) and no cache, the baseline.
+
+    python -m bench.uci [--checkpoint RUN] [--size small] [--plies 40]
+
+With no --checkpoint a randomly initialised model of --size is saved to a temporary directory
+(move times do not depend on what the weights are). python-chess's first `play` sends
+`ucinewgame` and `isready`, so `first_move_s` includes loading the model (and the warm-up);
+the other figures are of the later moves. Prints one JSON object; `slowest_move_ratio` is
+the baseline's slowest move over the shipped engine's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+import chess
+import chess.engine
+import jax
+import optax
+
+from model.checkpoint import Checkpointer
+from model.config import MODEL_SIZES, Config
+from model.transformer import count_params, init_params
+
+SCRIPT = pathlib.Path(sys.executable).parent / "searchless-uci"
+
+
+def make_checkpoint(size: str, directory: str) -> tuple[str, int]:
+    """A run dir holding one checkpoint of a randomly initialised AV model; (path, params)."""
+    config = Config().replace(model={"size": size, **MODEL_SIZES[size]}, train={"target": "av"})
+    params = init_params(config, seed=0)
+    checkpointer = Checkpointer(os.path.join(directory, "checkpoints"))
+    meta = {"step": 0, "data_position": 0, "data_fingerprint": "", "config": config.to_dict()}
+    checkpointer.save(0, params, params, optax.adam(1e-4).init(params), meta)
+    checkpointer.close()
+    return directory, count_params(params)
+
+
+def play_game(command: list[str], plies: int, cwd: str, env: dict[str, str]) -> dict:
+    """Our engine plays both sides with a 60+1 clock; the wall time of each `play`."""
+    engine = chess.engine.SimpleEngine.popen_uci(
+        command, cwd=cwd, timeout=600, env={**os.environ, **env}
+    )
+    board = chess.Board()
+    times = []
+    try:
+        engine.configure({"Temperature": "0"})
+        while len(board.move_stack) < plies and not board.is_game_over(claim_draw=True):
+            limit = chess.engine.Limit(white_clock=60, black_clock=60, white_inc=1, black_inc=1)
+            start = time.perf_counter()
+            result = engine.play(board, limit)
+            times.append(time.perf_counter() - start)
+            board.push(result.move)
+    finally:
+        engine.quit()
+    later = times[1:]
+    return {
+        "plies": len(times),
+        "first_move_s": round(times[0], 3),
+        "slowest_move_s": round(max(later), 3),
+        "slowest_ply": later.index(max(later)) + 2,  # counted from 1; the first is ply 1
+        "median_move_s": round(statistics.median(later), 4),
+        "mean_move_s": round(statistics.fmean(later), 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", help="a trained run; default: a random model of --size")
+    parser.add_argument("--size", default="small", choices=sorted(MODEL_SIZES))
+    parser.add_argument("--plies", type=int, default=40)
+    args = parser.parse_args()
+    if not SCRIPT.exists():
+        sys.exit(f"error: {SCRIPT} is missing: run `make setup`")
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.checkpoint:
+            run, parameters = os.path.abspath(args.checkpoint), None
+        else:
+            run, parameters = make_checkpoint(args.size, os.path.join(tmp, "run"))
+        command = [str(SCRIPT), "--checkpoint", run]
+        cache = {"XDG_CACHE_HOME": os.path.join(tmp, "cache")}
+        warm = play_game(command, args.plies, tmp, cache)
+        cached = play_game(command, args.plies, tmp, cache)
+        off = {"JAX_ENABLE_COMPILATION_CACHE": "false"}
+        cold = play_game([*command, "--no-warm-up"], args.plies, tmp, off)
+    print(
+        json.dumps(
+            {
+                "bench": "uci",
+                "model": args.checkpoint or f"random {args.size}",
+                "parameters": parameters,
+                "device": jax.devices()[0].platform,
+                "cpus": len(os.sched_getaffinity(0)),
+                "load_average": round(os.getloadavg()[0], 2),
+                "warm_up": warm,
+                "warm_up_cached": cached,
+                "no_warm_up": cold,
+                "slowest_move_ratio": round(cold["slowest_move_s"] / warm["slowest_move_s"], 2),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
