@@ -6,7 +6,10 @@ fresh console-script process, in one run:
 - `warm_up_cached`: as shipped, started again: the compiled shapes come from the cache the
   first one filled (lichess-bot starts an engine per game, tournaments restart them);
 - `no_warm_up`: the engine before this work: no warm-up (a move whose batch shape is new
-  waits for XLA) and no cache, the baseline.
+  waits for XLA) and no cache, the baseline;
+- `lichess_bot`: as shipped and cached, driven as lichess-bot drives it: its default
+  uci_options, ponder on, clocks; the engine plays White against a mover that plays the
+  expected reply every other move (so both ponderhit and stop happen); times of its moves.
 
     python -m bench.uci [--checkpoint RUN] [--size small] [--plies 40]
 
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 import pathlib
+import random
 import statistics
 import sys
 import tempfile
@@ -79,6 +83,45 @@ def play_game(command: list[str], plies: int, cwd: str, env: dict[str, str]) -> 
     }
 
 
+def play_like_lichess_bot(command: list[str], plies: int, cwd: str, env: dict[str, str]) -> dict:
+    """Our engine as White with lichess-bot's defaults and ponder on (tests/eval/
+    test_uci_lichess_bot.py checks this flow); the wall time of each of its `play`s."""
+    engine = chess.engine.SimpleEngine.popen_uci(
+        command, cwd=cwd, timeout=600, env={**os.environ, **env}
+    )
+    board, times, rng = chess.Board(), [], random.Random(0)
+    try:
+        engine.configure(
+            {"Move Overhead": 100, "Threads": 4, "Hash": 512, "SyzygyPath": "./syzygy/"}
+            | {"UCI_ShowWDL": True}
+        )
+        while len(board.move_stack) < plies and not board.is_game_over(claim_draw=True):
+            first = len(board.move_stack) < 2
+            limit = (
+                chess.engine.Limit(time=10)
+                if first
+                else chess.engine.Limit(white_clock=178, black_clock=180, white_inc=2, black_inc=2)
+            )
+            start = time.perf_counter()
+            result = engine.play(board, limit, info=chess.engine.INFO_ALL, ponder=not first)
+            times.append(time.perf_counter() - start)
+            board.push(result.move)
+            if board.is_game_over(claim_draw=True):
+                break
+            replies = list(board.legal_moves)
+            expected = result.ponder if result.ponder in replies else None
+            board.push(expected if expected and len(times) % 2 else rng.choice(replies))
+    finally:
+        engine.quit()
+    later = times[1:]
+    return {
+        "engine_moves": len(times),
+        "first_move_s": round(times[0], 3),
+        "slowest_move_s": round(max(later), 3),
+        "median_move_s": round(statistics.median(later), 4),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", help="a trained run; default: a random model of --size")
@@ -98,6 +141,7 @@ def main() -> None:
         cached = play_game(command, args.plies, tmp, cache)
         off = {"JAX_ENABLE_COMPILATION_CACHE": "false"}
         cold = play_game([*command, "--no-warm-up"], args.plies, tmp, off)
+        bot = play_like_lichess_bot(command, args.plies, tmp, cache)
     print(
         json.dumps(
             {
@@ -110,6 +154,7 @@ def main() -> None:
                 "warm_up": warm,
                 "warm_up_cached": cached,
                 "no_warm_up": cold,
+                "lichess_bot": bot,
                 "slowest_move_ratio": round(cold["slowest_move_s"] / warm["slowest_move_s"], 2),
             }
         )

@@ -195,7 +195,7 @@ def test_fuzzed_commands_never_escape_and_every_go_gets_one_legal_bestmove():
     out = io.StringIO()
     engine = UciEngine(factory, out)
     held: chess.Board | None = None  # the board of a `go ponder|infinite` awaiting stop
-    for _ in range(600):
+    for _ in range(400):
         board = engine.board.copy()
         line = random_line(rng, board)
         factory.fail_next = rng.random() < 0.02
