@@ -7,7 +7,10 @@ Run as `python -m bench.train` (`make bench`). Prints one JSON object:
   per-example path (tokenize the FEN, look up the move, bin the value, one example at a time).
 - `train_step`: examples/s of the jitted train step at batch 256 for each model size, on all
   local devices, with compile time; `mfu` (model FLOPs utilisation) when an accelerator is
-  present and its peak is known (or given with --peak-tflops).
+  present and its peak is known (or given with --peak-tflops). Where ../shared/reference is
+  there, the reference's jitted `update_parameters` runs on the same initial parameters and
+  batches, step for step in turns with ours: `reference_step_s` and `vs_reference` (ours /
+  theirs in steps per second); elsewhere `reference` says why it was not measured.
 
 The boards are real positions from seeded random games with all their legal moves; their
 values are random numbers, which the loader's and the step's speed do not depend on.
@@ -120,42 +123,123 @@ def train_flops_per_example(config) -> float:
     return 3.0 * forward
 
 
-def bench_train_step(directory: str, size: str, steps: int, peak_tflops: float | None) -> dict:
+def reference_sequences(batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The reference trainer's (sequences, loss mask) of an AV batch of this project's."""
+    sequences = np.concatenate(
+        [batch["states"], batch["actions"][:, None], batch["targets"][:, None]], axis=1
+    ).astype(np.uint32)
+    mask = np.ones(sequences.shape, bool)
+    mask[:, -1] = False  # their loaders train on the last token (the value bin) only
+    return sequences, mask
+
+
+def reference_trainer(ref, config):
+    """(their initial parameters, step(params, ema, opt_state, batch)) of the reference's
+    update_parameters with their optimiser (Adam after clipping at norm 1)."""
+    import jax
+    import optax
+
+    from bench import oracle
+
+    m = config.model
+    their_config = oracle.transformer_config(
+        ref, m.num_layers, m.embedding_dim, config.output_size, num_heads=m.num_heads
+    )
+    predictor = ref.transformer.build_transformer_predictor(their_config)
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(config.train.grad_clip_norm),
+        optax.adam(config.train.learning_rate),
+    )
+    grad_fn = jax.value_and_grad(ref.training_utils.make_loss_fn(predictor))
+
+    def step(state, batch):
+        params, ema, opt_state, loss, _ = ref.training_utils.update_parameters(
+            *state, *reference_sequences(batch), grad_fn=grad_fn, optimizer=optimizer
+        )
+        return (params, ema, opt_state), loss
+
+    params = oracle.init_params(predictor)
+    return params, optimizer.init(params), step
+
+
+def bench_train_step(
+    directory: str, size: str, steps: int, peak_tflops: float | None, ref, reason: str | None
+) -> dict:
+    """Our jitted step, and the reference's on the same initial parameters and batches, in
+    turns (a machine shared with other jobs slows both alike)."""
     import jax
 
     from model import config as config_lib
-    from model.train import Placement, compile_train_step, init_state
+    from model.import_reference import to_project
+    from model.train import Placement, TrainState, compile_train_step, init_state, make_optimizer
     from model.transformer import count_params
 
     config = config_lib.from_dict(
-        {"model": {"size": size}, "train": {"batch_size": BATCH}, "data": {"train": directory}}
+        {
+            "model": {"size": size},
+            "train": {"batch_size": BATCH, "learning_rate": 1e-4},
+            "data": {"train": directory},
+        }
     )
     placement = Placement.over_all_devices()
-    state = init_state(config, placement)
+    steppers = {}
+    if ref is not None:
+        their_params, their_opt_state, their_step = reference_trainer(ref, config)
+        ours = jax.device_put(
+            to_project(their_params, config.model.num_layers), placement.replicated
+        )
+        state = TrainState(
+            ours,
+            jax.device_put(to_project(their_params, config.model.num_layers), placement.replicated),
+            jax.jit(make_optimizer(config.train).init)(ours),
+        )
+        steppers["reference"] = [their_step, (their_params, their_params, their_opt_state)]
+    else:
+        state = init_state(config, placement)
     step = compile_train_step(config, placement)
+
+    def our_step(state, batch):
+        state, metrics = step(state, placement.global_batch(batch))
+        return state, metrics["loss"]
+
+    steppers = {"ours": [our_step, state]} | steppers
     loader = Batches(load_boards(directory), "av", config.num_bins, BATCH, seed=0, prefetch=2)
-    start = time.perf_counter()
-    state, metrics = step(state, placement.global_batch(next(loader)))
-    jax.block_until_ready(metrics)
-    compile_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    for _ in range(steps):
-        state, metrics = step(state, placement.global_batch(next(loader)))
-    jax.block_until_ready(metrics)
-    seconds = (time.perf_counter() - start) / steps
+    batches = [next(loader) for _ in range(steps + 1)]
     loader.close()
+    compile_seconds, seconds, losses = {}, dict.fromkeys(steppers, 0.0), {}
+    for name, entry in steppers.items():
+        start = time.perf_counter()
+        entry[1], loss = entry[0](entry[1], batches[0])
+        jax.block_until_ready(loss)
+        compile_seconds[name] = time.perf_counter() - start
+    for batch in batches[1:]:
+        for name, entry in steppers.items():
+            start = time.perf_counter()
+            entry[1], loss = entry[0](entry[1], batch)
+            losses[name] = float(jax.block_until_ready(loss))
+            seconds[name] += time.perf_counter() - start
+    state = steppers["ours"][1]
+    per_step = seconds["ours"] / steps
     result = {
         "params": count_params(state.params),
         "batch_size": BATCH,
         "steps": steps,
-        "step_s": round(seconds, 4),
-        "examples_per_s": round(BATCH / seconds, 1),
-        "compile_s": round(compile_seconds, 1),
+        "step_s": round(per_step, 4),
+        "examples_per_s": round(BATCH / per_step, 1),
+        "compile_s": round(compile_seconds["ours"], 1),
     }
+    if ref is not None:
+        result["reference_step_s"] = round(seconds["reference"] / steps, 4)
+        result["vs_reference"] = round(seconds["reference"] / seconds["ours"], 2)
+        # Same parameters, same batches: the last losses agree (the exactness tests check
+        # parameters to 1e-6; this only guards the benchmark's own setup).
+        result["same_loss"] = abs(losses["ours"] - losses["reference"]) <= 1e-4 * losses["ours"]
+    else:
+        result["reference"] = f"not measured: {reason}"
     if jax.default_backend() != "cpu":
         kind = jax.devices()[0].device_kind
         peak = peak_tflops or next((v for k, v in PEAK_TFLOPS.items() if kind.startswith(k)), None)
-        achieved = train_flops_per_example(config) * BATCH / seconds
+        achieved = train_flops_per_example(config) * BATCH / per_step
         result["device_kind"] = kind
         if peak:
             result["mfu"] = round(achieved / (peak * 1e12 * len(jax.devices())), 4)
@@ -180,10 +264,16 @@ def main() -> None:
         os.sched_setaffinity(0, {min(cores)})
         loader = bench_loader(directory, args.loader_batches)
         os.sched_setaffinity(0, cores)
+        from bench import oracle  # imports JAX: only now, with every core back
+
+        try:
+            ref, reason = oracle.load(), None
+        except oracle.OracleUnavailable as e:
+            ref, reason = None, str(e)
         steps = {}
         for size in args.sizes.split(","):
             count = args.steps if size == "small" else args.steps_9m
-            steps[size] = bench_train_step(directory, size, count, args.peak_tflops)
+            steps[size] = bench_train_step(directory, size, count, args.peak_tflops, ref, reason)
     import jax
 
     print(
@@ -193,6 +283,7 @@ def main() -> None:
                 "cores": len(os.sched_getaffinity(0)),
                 "backend": jax.default_backend(),
                 "devices": len(jax.devices()),
+                "reference": f"searchless_chess {ref.commit}" if ref else f"absent: {reason}",
                 "loader": loader,
                 "train_step": steps,
             }

@@ -84,17 +84,16 @@ class Checkpointer:
         return self.manager.latest_step()
 
     def save(self, step: int, params, ema_params, opt_state, meta: dict[str, Any]) -> None:
-        """Starts an asynchronous save; `wait()` or the next save completes it."""
-        self.manager.save(
-            step,
-            args=ocp.args.Composite(
-                params=ocp.args.StandardSave(params),
-                ema_params=ocp.args.StandardSave(ema_params),
-                opt_state=ocp.args.StandardSave(opt_state),
-                meta=ocp.args.JsonSave(meta),
-            ),
-            force=True,
-        )
+        """Starts an asynchronous save; `wait()` or the next save completes it. `opt_state`
+        None: a checkpoint to evaluate, not to resume (an imported model's)."""
+        items = {
+            "params": ocp.args.StandardSave(params),
+            "ema_params": ocp.args.StandardSave(ema_params),
+            "meta": ocp.args.JsonSave(meta),
+        }
+        if opt_state is not None:
+            items["opt_state"] = ocp.args.StandardSave(opt_state)
+        self.manager.save(step, args=ocp.args.Composite(**items), force=True)
 
     def meta(self, step: int) -> dict[str, Any]:
         restored = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))

@@ -49,6 +49,8 @@ MODEL_SIZES: dict[str, dict[str, int]] = {
     "136M": {"num_layers": 8, "embedding_dim": 1024, "num_heads": 8},
     "270M": {"num_layers": 16, "embedding_dim": 1024, "num_heads": 8},
 }
+# A shape that is no preset (e.g. an imported checkpoint's): every field as written.
+CUSTOM_SIZE = "custom"
 
 
 class ConfigError(ValueError):
@@ -57,7 +59,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Transformer shape. `size` names the preset the other fields came from."""
+    """Transformer shape. `size` names the preset the other fields came from (`custom`:
+    none, the fields as written)."""
 
     size: str = "small"
     num_layers: int = 4
@@ -149,11 +152,11 @@ def from_dict(raw: Mapping[str, Any], source: str = "config") -> Config:
         values = dict(raw.get(name, {}))
         if name == "model":
             size = values.get("size", ModelConfig.size)
-            if size not in MODEL_SIZES:
+            if size not in MODEL_SIZES and size != CUSTOM_SIZE:
                 raise ConfigError(
-                    f"{source}: model.size {size!r} is not one of {list(MODEL_SIZES)}"
+                    f"{source}: model.size {size!r} is not one of {[*MODEL_SIZES, CUSTOM_SIZE]}"
                 )
-            values = {"size": size, **MODEL_SIZES[size], **values}
+            values = {"size": size, **MODEL_SIZES.get(size, {}), **values}
         sections[name] = _build(cls, values, f"{source}: [{name}]")
     return Config(**sections)
 

@@ -75,6 +75,32 @@ def test_action_values_are_the_networks_expected_values(predictors):
     np.testing.assert_allclose(np.concatenate(values), expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("rows_per_pass", [None, 1, 5, 64])
+def test_row_passes_compute_what_the_whole_batch_computes(predictors, rows_per_pass):
+    shared = predictors["av"]
+    predictor = Predictor(shared.params, shared.config, max_batch=64, rows_per_pass=rows_per_pass)
+    assert predictor.rows_per_pass == rows_per_pass
+    fens = [b.fen() for b in BOARDS[:2]]
+    moves = [legal_actions(b) for b in BOARDS[:2]]  # 47 rows: the last pass padded
+    rows = [(fen, m) for fen, ms in zip(fens, moves, strict=True) for m in ms]
+    expected = bins.expected_value(
+        direct(predictor, [f for f, _ in rows], moves_to_indices([m for _, m in rows]))
+    )
+    values = np.concatenate(predictor.action_values(fens, moves))
+    np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-6)
+    log_probs = predictor.log_probs(
+        tokenize_batch([f for f, _ in rows]), moves_to_indices([m for _, m in rows])
+    )
+    assert log_probs.shape == (47, 16) and np.isfinite(log_probs).all()
+
+
+def test_rows_per_pass_must_be_positive(predictors):
+    shared = predictors["sv"]
+    for bad in (0, -2):
+        with pytest.raises(ValueError, match="rows_per_pass"):
+            Predictor(shared.params, shared.config, rows_per_pass=bad)
+
+
 def test_sizes_within_a_bucket_share_one_compilation():
     config = tiny("sv").replace(train={"num_bins": 13})  # an architecture of its own
     predictor = Predictor(init_params(config), config, max_batch=64)
@@ -152,18 +178,26 @@ def test_asking_the_wrong_target_is_a_clear_error(predictors):
         predictor.move_log_probs([BOARDS[0].fen()])
 
 
-@pytest.mark.parametrize("target", ["av", "sv", "bc"])
-def test_warm_up_compiles_every_shape_a_one_board_move_can_need(target):
-    # An architecture of its own (num_bins 11), so no other test has compiled its shapes;
-    # max_batch 64 keeps the compilations few and splits the 218-move board into chunks.
-    config = tiny(target).replace(train={"num_bins": 11})
-    predictor = Predictor(random_params(config), config, max_batch=64)
+@pytest.mark.parametrize(
+    "target, rows_per_pass, shapes",
+    [
+        # Padded buckets: up to 218 rows for AV (moves) and SV (successors) in chunks of 64.
+        ("av", None, [16, 32, 64]),
+        ("sv", None, [16, 32, 64]),
+        ("bc", None, [16]),  # one row per board
+        ("av", 4, [4]),  # row passes (a CPU's default): one shape whatever the rows
+    ],
+)
+def test_warm_up_compiles_every_shape_a_one_board_move_can_need(target, rows_per_pass, shapes):
+    # An architecture of its own per case (num_bins), so no other test has compiled its
+    # shapes; max_batch 64 keeps the compilations few and splits the 218-move board.
+    num_bins = 11 if rows_per_pass is None else 12
+    config = tiny(target).replace(train={"num_bins": num_bins})
+    predictor = Predictor(random_params(config), config, max_batch=64, rows_per_pass=rows_per_pass)
     fn = predictor._log_probs if target == "bc" else predictor._values
-    sizes = predictor.warm_up(max_boards=1)
-    # Up to 218 rows for AV (moves) and SV (successors) in chunks of 64; one row for BC.
-    assert sizes == ([16] if target == "bc" else [16, 32, 64])
+    assert predictor.warm_up(max_boards=1) == shapes
     compiled = fn._cache_size()
-    assert compiled == len(sizes)
+    assert compiled == len(shapes)
     # Positions with 1, 2, 20, 48 and 218 legal moves: no new compilation.
     boards = [
         chess.Board("k7/8/8/8/8/8/5PPP/5RK1 b - - 0 1"),  # ...one king move
