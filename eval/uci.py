@@ -373,6 +373,14 @@ def _is_command(engine: UciEngine, token: str) -> bool:
     return callable(getattr(engine, f"cmd_{token}", None))
 
 
+def _rows_per_pass(text: str) -> int | None | str:
+    if text in ("auto", "none"):
+        return None if text == "none" else text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected auto, none or a positive integer, got {text!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="searchless-uci", description=__doc__.split("\n\n")[0], allow_abbrev=False
@@ -385,7 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     source.add_argument("--agent", help=argparse.SUPPRESS)  # any agent spec, for tests
     parser.add_argument("--engine", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--no-warm-up", action="store_true", help=argparse.SUPPRESS)  # bench
+    # For bench/uci.py: the engine without its warm-up, and the predictor's row passes
+    # ("none": padded buckets, as on an accelerator).
+    parser.add_argument("--no-warm-up", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--rows-per-pass", type=_rows_per_pass, default="auto", help=argparse.SUPPRESS
+    )
     parser.add_argument("--temperature", type=float, default=0.0, help="initial Temperature")
     parser.add_argument(
         "--no-repetition-workaround", action="store_true", help="RepetitionWorkaround off"
@@ -412,7 +425,9 @@ def main(argv: list[str] | None = None) -> int:
         factory: ChooserFactory = AgentFactory(args.agent, engine_path=args.engine)
         name = f"{ENGINE_NAME} ({args.agent})"
     else:
-        factory = NeuralFactory(start_dir, warm_up=not args.no_warm_up)
+        factory = NeuralFactory(
+            start_dir, warm_up=not args.no_warm_up, rows_per_pass=args.rows_per_pass
+        )
         name = f"{ENGINE_NAME} {label(resolved.path)}" if resolved.path else ENGINE_NAME
         if resolved.path is None and args.checkpoint:
             print(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import chess
 import numpy as np
@@ -148,9 +148,15 @@ class NeuralFactory:
     """Policies of the model WeightsFile names; each (model, UseEMA) is loaded once, and the
     first load starts XLA with `Threads` threads."""
 
-    def __init__(self, start_dir: str, warm_up: bool = True):
+    def __init__(
+        self,
+        start_dir: str,
+        warm_up: bool = True,
+        rows_per_pass: int | None | Literal["auto"] = "auto",
+    ):
         self.start_dir = start_dir
         self.warm_up = warm_up
+        self.rows_per_pass = rows_per_pass  # the predictor's (model/predictor.py)
         self.runtime_threads: int | None = None  # threads XLA's pools were made with
         self._predictors: dict[tuple[str, bool], object] = {}
 
@@ -183,7 +189,9 @@ class NeuralFactory:
             pools = threads.thread_pools_of(options.threads) if first else contextlib.nullcontext()
             try:
                 with pools:
-                    predictor = Predictor.from_checkpoint(path, use_ema=options.use_ema)
+                    predictor = Predictor.from_checkpoint(
+                        path, use_ema=options.use_ema, rows_per_pass=self.rows_per_pass
+                    )
                     if self.warm_up:
                         predictor.warm_up(max_boards=1)  # one board per move
                     else:  # as the engine did before the warm-up: the first move's shape

@@ -130,13 +130,18 @@ class Predictor:
 
     @classmethod
     def from_checkpoint(
-        cls, path: str, use_ema: bool = True, step: int | None = None, max_batch: int = 1024
+        cls,
+        path: str,
+        use_ema: bool = True,
+        step: int | None = None,
+        max_batch: int = 1024,
+        rows_per_pass: int | None | Literal["auto"] = "auto",
     ) -> Predictor:
         """Loads a run dir (its latest checkpoint, or `step`) or one checkpoint's dir."""
         from model.checkpoint import load_params
 
         params, config, meta = load_params(path, use_ema=use_ema, step=step)
-        predictor = cls(params, config, max_batch=max_batch)
+        predictor = cls(params, config, max_batch=max_batch, rows_per_pass=rows_per_pass)
         predictor.step = meta["step"]
         return predictor
 
