@@ -79,6 +79,7 @@ bench: setup
 	$(PY) -m bench.train
 	$(PY) -m bench.import
 	$(PY) -m bench.zstd_read
+	$(PY) -m bench.uci
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info

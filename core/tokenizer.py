@@ -20,6 +20,8 @@ SEQUENCE_LENGTH = 77
 
 _CASTLING_WIDTH = 4
 _CLOCK_WIDTH = 3
+# The largest halfmove clock or fullmove number the layout holds.
+MAX_CLOCK = 10**_CLOCK_WIDTH - 1
 
 # Byte -> token; -1 marks a byte outside the vocabulary.
 _LUT = np.full(256, -1, dtype=np.int32)

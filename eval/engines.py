@@ -405,8 +405,11 @@ def pick_index(
     if temperature == 0:
         return int(np.argmax(scores))
     logits = np.log(np.maximum(scores, 1e-30)) if target == "bc" else scores
-    logits = logits / temperature
-    weights = np.exp(logits - logits.max())
+    # Shift before dividing: every exponent is then <= 0 and the best is exactly 0, so a
+    # tiny temperature (1e-320) drives the others to -inf (weight 0) instead of turning
+    # scores / temperature into inf - inf = NaN, and a huge one gives uniform weights.
+    with np.errstate(over="ignore", under="ignore"):
+        weights = np.exp((logits - logits.max()) / temperature)
     return int(rng.choice(scores.size, p=weights / weights.sum()))
 
 

@@ -1,5 +1,6 @@
 import os
 import signal
+import warnings
 
 import chess
 import numpy as np
@@ -255,6 +256,21 @@ def test_pick_index_argmax_and_sampling():
     assert np.allclose(draws / 4000, probs, atol=0.03)
     with pytest.raises(ValueError):
         pick_index(scores, "av", -1.0, rng)
+
+
+@pytest.mark.parametrize("temperature", [1e-320, 5e-324, 1e-300])
+def test_a_tiny_temperature_picks_among_the_best_instead_of_nan(temperature):
+    # scores / 1e-320 overflowed to inf and inf - inf gave NaN probabilities (issue 14).
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for target in ("av", "bc"):
+            scores = np.array([0.2, 0.9, 0.5, 0.9])
+            picks = {pick_index(scores, target, temperature, rng) for _ in range(200)}
+            assert picks == {1, 3}
+    # A huge temperature samples uniformly.
+    picks = [pick_index(np.array([0.2, 0.9, 0.5]), "av", 1e300, rng) for _ in range(3000)]
+    assert np.allclose(np.bincount(picks) / 3000, 1 / 3, atol=0.04)
 
 
 def test_repetition_workaround_values_a_claimable_move_at_a_half():
