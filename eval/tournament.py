@@ -34,6 +34,7 @@ import chess.engine
 import chess.pgn
 
 from core.engine_path import find_engine
+from core.game_end import DRAW, Outcome, board_outcome
 from core.progress import Progress
 from eval.elo import EloConfig, GameResult, fit_elo, format_table
 from eval.engines import SPEC_HELP, Agent, make_agent
@@ -41,7 +42,6 @@ from eval.openings import Opening, choose_openings, load_openings
 
 PGN_NAME = "games.pgn"
 JSON_NAME = "tournament.json"
-DRAW = "1/2-1/2"
 
 
 # --- configuration -----------------------------------------------------------------------
@@ -114,32 +114,9 @@ class ScheduledGame:
     opening: Opening
 
 
-@dataclass(frozen=True)
-class Outcome:
-    result: str  # "1-0", "0-1" or "1/2-1/2"
-    termination: str
-
-
 def termination_kind(termination: str) -> str:
     """The reason without its details: "adjudication: Stockfish +1000 ..." -> "adjudication"."""
     return re.split(r"[:(]", termination)[0].strip()
-
-
-def board_outcome(board: chess.Board) -> Outcome | None:
-    """The game's end by the rules, draws counted once claimable on the board; else None."""
-    if board.is_checkmate():
-        return Outcome("0-1" if board.turn == chess.WHITE else "1-0", "checkmate")
-    if board.is_stalemate():
-        return Outcome(DRAW, "stalemate")
-    if board.is_insufficient_material():
-        return Outcome(DRAW, "insufficient material")
-    # A claim needs the position to have occurred three times: is_repetition looks at the
-    # actual history only (can_claim_threefold_repetition also tries every next move).
-    if board.is_repetition(3):
-        return Outcome(DRAW, "threefold repetition")
-    if board.halfmove_clock >= 100:
-        return Outcome(DRAW, "fifty-move rule")
-    return None
 
 
 class Adjudicator:
