@@ -78,6 +78,7 @@ bench: setup
 	$(PY) -m bench.inference
 	$(PY) -m bench.train
 	$(PY) -m bench.import
+	$(PY) -m bench.search
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info

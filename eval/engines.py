@@ -1,4 +1,5 @@
-"""Agents that choose moves: one Protocol for neural policies, Stockfish and a random mover.
+"""Agents that choose moves: one Protocol for neural policies (with or without a tree search),
+Stockfish and a random mover.
 
 Every agent is a context manager and closes its processes in `close()`, never in `__del__`.
 An agent receives the whole `chess.Board`, move stack included, so it can see repetitions.
@@ -10,6 +11,7 @@ Agents are named on command lines by a spec, `KIND[:OPTIONS]`, OPTIONS being com
     stockfish:nodes=100000      stockfish:time=0.1,threads=1      stockfish:depth=12,skill=5
     oracle:nodes=2000           oracle:time=0.05
     neural:runs/small           neural:runs/small,temperature=0.5,ema=false,seed=1
+    mcts:runs/small,sims=256    mcts:runs/bc,value=runs/sv,batch=8,contempt=5
 """
 
 from __future__ import annotations

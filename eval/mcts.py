@@ -99,6 +99,16 @@ class SearchInfo:
         return round(self.playouts / self.seconds) if self.seconds > 0 else 0
 
 
+@dataclass(frozen=True)
+class MoveStats:
+    """One root move after a search (for analysis output and UCI multipv)."""
+
+    move: chess.Move
+    visits: int
+    q: float  # its mean value for the side to move (the network's value if unvisited)
+    prior: float
+
+
 class Node:
     """A position in the tree. Its moves' statistics live here, in arrays by move index:
     `visits` (finished playouts), `value_sums` (their values for this node's side to move),
@@ -161,10 +171,13 @@ class Node:
         q[seen] = self.value_sums[seen] / self.visits[seen]
         return q
 
-    def best_index(self) -> int:
-        """The most visited move; ties by value, then prior, then action order."""
+    def ranking(self) -> np.ndarray:
+        """Move indices, most visited first; ties by value, then prior, then action order."""
         keys = (-np.arange(len(self.moves)), self.priors, self.q(), self.visits)
-        return int(np.lexsort(keys)[-1])
+        return np.lexsort(keys)[::-1]
+
+    def best_index(self) -> int:
+        return int(self.ranking()[0])
 
 
 def puct_index(node: Node, cpuct: float) -> int:
@@ -378,6 +391,17 @@ class TreeSearch:
         if self.root is None or not self.root.expanded:
             raise RuntimeError("no search has run on this position")
         return self.root.moves[self.root.best_index()]
+
+    def root_moves(self) -> list[MoveStats]:
+        """Every root move's statistics, most visited first (the best_move order)."""
+        root = self.root
+        if root is None or not root.expanded:
+            raise RuntimeError("no search has run on this position")
+        q = root.q()
+        return [
+            MoveStats(root.moves[i], int(root.visits[i]), float(q[i]), float(root.priors[i]))
+            for i in root.ranking()
+        ]
 
     def principal_variation(self) -> tuple[chess.Move, ...]:
         pv, node = [], self.root

@@ -255,6 +255,10 @@ def test_batched_search_keeps_its_books(nets):
                 deeper += 1
     assert deeper > 8  # the batches went past the root's children
     assert search.info().seldepth >= 2
+    stats = search.root_moves()
+    assert stats[0].move == search.best_move() == search.info().pv[0]
+    assert sum(s.visits for s in stats) == 50
+    assert [s.visits for s in stats] == sorted((s.visits for s in stats), reverse=True)
 
 
 # --- tree reuse -------------------------------------------------------------------------
