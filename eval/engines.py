@@ -416,11 +416,17 @@ class MctsAgent(AgentBase):
 
     @classmethod
     def from_checkpoint(
-        cls, path: str, value_path: str | None = None, use_ema: bool = True, **kwargs
+        cls,
+        path: str,
+        value_path: str | None = None,
+        use_ema: bool = True,
+        prior_temperature: float = DEFAULT_PRIOR_TEMPERATURE,
+        **kwargs,
     ) -> MctsAgent:
+        """The agent for a run dir or checkpoint (and, for a BC policy, its value model's);
+        the other keyword arguments are the constructor's."""
         from model.predictor import Predictor
 
-        prior_temperature = kwargs.pop("prior_temperature", DEFAULT_PRIOR_TEMPERATURE)
         predictor = Predictor.from_checkpoint(path, use_ema=use_ema)
         value = Predictor.from_checkpoint(value_path, use_ema=use_ema) if value_path else None
         return cls(make_evaluator(predictor, value, prior_temperature), **kwargs)

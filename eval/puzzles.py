@@ -331,7 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     results = []
     for spec in specs:
-        with make_agent(spec, engine_path=args.engine) as agent:
+        try:
+            agent = make_agent(spec, engine_path=args.engine)
+        except (ValueError, FileNotFoundError) as e:  # e.g. no such checkpoint, no engine
+            print(f"error: agent {spec.text!r}: {e}", file=sys.stderr)
+            return 2
+        with agent:
             result = evaluate(agent, puzzles, args.bucket_width, show_progress=not args.quiet)
         result["spec"] = spec.text
         results.append(result)

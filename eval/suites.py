@@ -240,7 +240,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path}: {len(positions)} positions", file=sys.stderr)
     results = []
     for spec in specs:
-        with make_agent(spec, engine_path=args.engine) as agent:
+        try:
+            agent = make_agent(spec, engine_path=args.engine)
+        except (ValueError, FileNotFoundError) as e:  # e.g. no such checkpoint, no engine
+            print(f"error: agent {spec.text!r}: {e}", file=sys.stderr)
+            return 2
+        with agent:
             for path, (positions, skipped) in suites.items():
                 result = run_suite(agent, positions, show_progress=not args.quiet)
                 result = {"agent": agent.name, "spec": spec.text, "epd": path} | result

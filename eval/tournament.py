@@ -466,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
             resume=args.resume,
             progress=not args.quiet,
         )
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:  # e.g. a bad spec, no such checkpoint
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:

@@ -4,6 +4,9 @@ the agent in the evaluation CLIs."""
 
 import json
 import math
+import pathlib
+import threading
+import time
 
 import chess
 import jax
@@ -23,6 +26,7 @@ from model.transformer import init_params
 MATE_IN_ONE = "6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1"  # Ra8#
 STALEMATE_TRAP = "7k/8/6Q1/8/8/8/8/K7 w - - 0 1"  # Qf7 stalemates
 MIDDLEGAME = "r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4"
+SAMPLE_PUZZLES = pathlib.Path(__file__).resolve().parents[2] / "data" / "sample" / "puzzles.csv"
 ENDGAME = "8/8/8/4k3/8/8/4P3/4K3 w - - 0 1"  # few moves: nodes get visited often
 
 
@@ -404,9 +408,6 @@ def test_evaluators_pair_the_models_correctly(nets):
 
 
 def test_a_deadline_or_a_stop_event_ends_the_search(nets):
-    import threading
-    import time
-
     search = TreeSearch(nets[1]["sv"], SearchConfig(batch=2))
     search.set_position(chess.Board(MIDDLEGAME))
     stop = threading.Event()
@@ -455,3 +456,15 @@ def test_mcts_agent_in_the_puzzle_and_tournament_clis(trained_run, tmp_path, cap
     assert tournament_main(argv) == 0
     summary = json.loads((tmp_path / "t" / "tournament.json").read_text())
     assert summary["games"] == 2 and summary["agents"] == ["search", "random"]
+
+
+def test_a_missing_checkpoint_is_one_line_not_a_traceback(tmp_path, capsys):
+    puzzles = str(SAMPLE_PUZZLES)
+    missing = tmp_path / "no-run"
+    argv = ["--agent", f"mcts:{missing},sims=4", "--puzzles", puzzles, "--num", "1"]
+    assert puzzles_main([*argv, "--out", str(tmp_path / "p.json"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: agent 'mcts:{missing},sims=4'" in err and "Traceback" not in err
+    argv = ["--agents", f"mcts:{missing}", "random", "--games", "2", "--out", str(tmp_path)]
+    assert tournament_main([*argv, "--quiet"]) == 2
+    assert "no checkpoints" in capsys.readouterr().err
