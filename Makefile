@@ -80,6 +80,7 @@ bench: setup
 	$(PY) -m bench.import
 	$(PY) -m bench.zstd_read
 	$(PY) -m bench.uci
+	$(PY) -m bench.search
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info

@@ -1,5 +1,5 @@
-"""Agents that choose moves: one Protocol for neural policies, Stockfish, a random mover and a
-one-ply material counter (`greedy`, the floor a model must beat).
+"""Agents that choose moves: one Protocol for neural policies (with or without a tree search),
+Stockfish, a random mover and a one-ply material counter (`greedy`, the floor a model must beat).
 
 Every agent is a context manager and closes its processes in `close()`, never in `__del__`.
 An agent receives the whole `chess.Board`, move stack included, so it can see repetitions.
@@ -11,6 +11,7 @@ Agents are named on command lines by a spec, `KIND[:OPTIONS]`, OPTIONS being com
     stockfish:nodes=100000      stockfish:time=0.1,threads=1      stockfish:depth=12,skill=5
     oracle:nodes=2000           oracle:time=0.05
     neural:runs/small           neural:runs/small,temperature=0.5,ema=false,seed=1
+    mcts:runs/small,sims=256    mcts:runs/bc,value=runs/sv,batch=8,contempt=5
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import Protocol, runtime_checkable
 
 import chess
@@ -29,6 +31,8 @@ from core.actions import move_to_index
 from core.engine_path import find_engine
 from core.interrupts import sigint_deferred
 from core.values import win_probability
+from eval.evaluators import DEFAULT_PRIOR_TEMPERATURE, LeafEvaluator, make_evaluator
+from eval.mcts import DEFAULT_CPUCT, DEFAULT_SIMS, SearchConfig, SearchLimit, TreeSearch
 
 
 @runtime_checkable
@@ -460,9 +464,72 @@ class NeuralAgent(AgentBase):
         )
 
 
+class MctsAgent(AgentBase):
+    """A model searching with PUCT or search-contempt (eval/mcts.py) before each move.
+
+    The tree is kept between the moves of a game (a position continuing the last one reuses
+    its subtree) and dropped by `new_game`. Each game draws search-contempt's samples from
+    its own stream (seed, game number), so a game does not depend on the ones before it.
+    """
+
+    def __init__(
+        self,
+        evaluator: LeafEvaluator,
+        config: SearchConfig | None = None,
+        sims: int | None = DEFAULT_SIMS,
+        time: float | None = None,
+        seed: int = 0,
+        reuse: bool = True,
+        name: str = "mcts",
+    ):
+        if sims is None and time is None:
+            raise ValueError("an mcts agent needs sims or time")
+        if time is not None and not 0 < time < math.inf:
+            raise ValueError(f"time must be finite and > 0 seconds, got {time}")
+        self.sims = sims
+        self.time = time
+        self.seed = seed
+        self.reuse = reuse
+        self.name = name
+        self.target = evaluator.target
+        self.search = TreeSearch(evaluator, config or SearchConfig(), np.random.default_rng(seed))
+        self._games = 0
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str,
+        value_path: str | None = None,
+        use_ema: bool = True,
+        prior_temperature: float = DEFAULT_PRIOR_TEMPERATURE,
+        **kwargs,
+    ) -> MctsAgent:
+        """The agent for a run dir or checkpoint (and, for a BC policy, its value model's);
+        the other keyword arguments are the constructor's."""
+        from model.predictor import Predictor
+
+        predictor = Predictor.from_checkpoint(path, use_ema=use_ema)
+        value = Predictor.from_checkpoint(value_path, use_ema=use_ema) if value_path else None
+        return cls(make_evaluator(predictor, value, prior_temperature), **kwargs)
+
+    def new_game(self) -> None:
+        self._games += 1
+        self.search.clear()
+        self.search.rng = np.random.default_rng([self.seed, self._games])
+
+    def choose_move(self, board: chess.Board) -> chess.Move:
+        _legal_moves(board)
+        if not self.reuse:
+            self.search.clear()
+        self.search.set_position(board)
+        deadline = None if self.time is None else monotonic() + self.time
+        self.search.run(SearchLimit(sims=self.sims, deadline=deadline))
+        return self.search.best_move()
+
+
 # --- specs -------------------------------------------------------------------------------
 
-SPEC_HELP = """\
+SPEC_HELP = f"""\
 Agent specs are KIND[:OPTIONS], OPTIONS comma-separated key=value pairs:
   random[:seed=N]                      uniformly random legal moves (seed 0 by default)
   greedy                               a mate in one if there is one, else the move that
@@ -478,9 +545,20 @@ Agent specs are KIND[:OPTIONS], OPTIONS comma-separated key=value pairs:
       OPTS:  ema=true|false (EMA params, default true), temperature=T (0 = argmax, default),
              seed=N (for sampling), repetition=true|false (value 0.5 for moves allowing a
              threefold claim; AV/SV only, default true)
+  mcts:CHECKPOINT[,OPTS]               the model searching with PUCT (AlphaZero) before each move
+      OPTS:  sims=N (playouts per move, default {DEFAULT_SIMS}; 0 = the model's own move),
+             time=SECONDS (per move, alone or with sims: whichever ends first),
+             cpuct=C (default {DEFAULT_CPUCT}),
+             batch=B (leaves per network call, default {SearchConfig.batch}),
+             contempt=N_SCL (search-contempt: the opponent's moves frozen after N_SCL visits),
+             value=CHECKPOINT (the value model a BC policy needs: AV or SV),
+             prior_temperature=T (AV/SV priors softmax(values/T); {DEFAULT_PRIOR_TEMPERATURE}),
+             ema=true|false, seed=N (contempt's sampling), reuse=true|false (keep the tree
+             between moves of a game, default true)
   any kind: name=LABEL (the label in tables and plots; default the spec itself)
 Examples: random:seed=3  greedy  stockfish:nodes=100000  oracle:time=0.05
           neural:runs/small,temperature=0.5
+          mcts:runs/small,sims=256,cpuct=1.5,batch=8  mcts:runs/bc,value=runs/sv,contempt=5
 """
 
 _ENGINE_KEYS = {"nodes", "time", "depth", "threads", "hash", "skill", "engine", "name"}
@@ -490,7 +568,22 @@ _ALLOWED = {
     "stockfish": _ENGINE_KEYS,
     "oracle": _ENGINE_KEYS,
     "neural": {"path", "ema", "temperature", "seed", "repetition", "name"},
+    "mcts": {
+        "path",
+        "sims",
+        "time",
+        "cpuct",
+        "batch",
+        "contempt",
+        "value",
+        "prior_temperature",
+        "ema",
+        "seed",
+        "reuse",
+        "name",
+    },
 }
+_MODEL_KINDS = ("neural", "mcts")  # specs whose first item without `=` is the checkpoint
 
 
 @dataclass(frozen=True)
@@ -505,7 +598,8 @@ class AgentSpec:
 
 
 def parse_agent_spec(text: str) -> AgentSpec:
-    """`KIND[:k=v,k=v,...]` -> AgentSpec; for `neural` a first item without `=` is the path.
+    """`KIND[:k=v,k=v,...]` -> AgentSpec; for `neural` and `mcts` a first item without `=` is
+    the checkpoint.
 
     ValueError naming the spec and the problem for an unknown kind, an unknown or repeated
     option, or an item that is not key=value.
@@ -518,7 +612,7 @@ def parse_agent_spec(text: str) -> AgentSpec:
     items = [item.strip() for item in rest.split(",")] if rest.strip() else []
     for position, item in enumerate(items):
         if "=" not in item:
-            if kind == "neural" and position == 0 and item:
+            if kind in _MODEL_KINDS and position == 0 and item:
                 key, value = "path", item
             else:
                 raise ValueError(f"agent spec {text!r}: {item!r} is not key=value")
@@ -533,8 +627,8 @@ def parse_agent_spec(text: str) -> AgentSpec:
         if key in options:
             raise ValueError(f"agent spec {text!r}: option {key!r} given twice")
         options[key] = value
-    if kind == "neural" and not options.get("path"):
-        raise ValueError(f"agent spec {text!r}: neural needs a checkpoint, e.g. neural:runs/small")
+    if kind in _MODEL_KINDS and not options.get("path"):
+        raise ValueError(f"agent spec {text!r}: {kind} needs a checkpoint, e.g. {kind}:runs/small")
     spec = AgentSpec(kind, options, text.strip())
     _agent_arguments(spec, engine_path=None)  # bad values fail here, before anything starts
     return spec
@@ -587,6 +681,8 @@ def _agent_arguments(spec: AgentSpec, engine_path: str | None) -> dict:
         return {"name": spec.label}
     if spec.kind in ("stockfish", "oracle"):
         return {"settings": engine_settings(spec, engine_path), "name": spec.label}
+    if spec.kind == "mcts":
+        return _mcts_arguments(spec)
     temperature = _number(spec, "temperature", float, 0.0)
     if not 0 <= temperature < math.inf:
         raise ValueError(f"agent spec {spec.text!r}: temperature must be finite and >= 0")
@@ -596,6 +692,41 @@ def _agent_arguments(spec: AgentSpec, engine_path: str | None) -> dict:
         "temperature": temperature,
         "seed": _number(spec, "seed", int, 0),
         "repetition_workaround": _flag(spec, "repetition", True),
+        "name": spec.label,
+    }
+
+
+def _mcts_arguments(spec: AgentSpec) -> dict:
+    sims = _number(spec, "sims", int)
+    time = _number(spec, "time", float)
+    if sims is None and time is None:
+        sims = DEFAULT_SIMS
+    contempt = _number(spec, "contempt", int)
+    prior_temperature = _number(spec, "prior_temperature", float, DEFAULT_PRIOR_TEMPERATURE)
+    try:
+        config = SearchConfig(
+            cpuct=_number(spec, "cpuct", float, DEFAULT_CPUCT),
+            batch=_number(spec, "batch", int, SearchConfig.batch),
+            contempt=contempt,
+        )
+        if sims is not None and sims < 0:
+            raise ValueError(f"sims must be >= 0, got {sims}")
+        if time is not None and not 0 < time < math.inf:
+            raise ValueError(f"time must be finite and > 0 seconds, got {time}")
+        if not 0 < prior_temperature < math.inf:
+            raise ValueError(f"prior_temperature must be finite and > 0, got {prior_temperature}")
+    except ValueError as e:
+        raise ValueError(f"agent spec {spec.text!r}: {e}") from None
+    return {
+        "path": spec.options["path"],
+        "value_path": spec.options.get("value") or None,
+        "use_ema": _flag(spec, "ema", True),
+        "prior_temperature": prior_temperature,
+        "config": config,
+        "sims": sims,
+        "time": time,
+        "seed": _number(spec, "seed", int, 0),
+        "reuse": _flag(spec, "reuse", True),
         "name": spec.label,
     }
 
@@ -615,4 +746,6 @@ def make_agent(spec: str | AgentSpec, engine_path: str | None = None) -> AgentBa
         return StockfishAgent(**arguments)
     if spec.kind == "oracle":
         return StockfishOracleAgent(**arguments)
+    if spec.kind == "mcts":
+        return MctsAgent.from_checkpoint(**arguments)
     return NeuralAgent.from_checkpoint(arguments.pop("path"), arguments.pop("use_ema"), **arguments)

@@ -200,9 +200,9 @@ def _main(argv: list[str] | None) -> int:
     for spec in specs:
         try:
             agent = make_agent(spec, engine_path=args.engine)
-        except (ValueError, FileNotFoundError) as e:  # no checkpoint, no engine
+        except (ValueError, FileNotFoundError) as e:  # e.g. no such checkpoint, no engine
             print(f"error: agent {spec.text!r}: {e}", file=sys.stderr)
-            return 1
+            return 2
         with agent:
             result = evaluate(agent, puzzles, args.bucket_width, show_progress=not args.quiet)
         result["spec"] = spec.text

@@ -133,7 +133,7 @@ def _main(argv: list[str] | None) -> int:
             agent = make_agent(spec, engine_path=args.engine)
         except (ValueError, FileNotFoundError) as e:  # no checkpoint, no engine
             print(f"error: agent {spec.text!r}: {e}", file=sys.stderr)
-            return 1
+            return 2
         with agent:
             results += _run_agent(agent, spec.text, suites, show_progress=not args.quiet)
     if args.out:

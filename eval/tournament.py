@@ -483,7 +483,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             resume=args.resume,
             progress=not args.quiet,
         )
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:  # e.g. a bad spec, no such checkpoint
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:
