@@ -21,6 +21,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from model.config import Config, from_dict
+from model.network import param_shapes
 
 CHECKPOINTS = "checkpoints"
 ITEMS = ("params", "ema_params", "opt_state", "meta")
@@ -128,8 +129,6 @@ def load_params(
     path: str, use_ema: bool = True, step: int | None = None
 ) -> tuple[Any, Config, dict[str, Any]]:
     """(params, config, meta) of one checkpoint, placed on the first local device."""
-    from model.transformer import param_shapes
-
     directory, step = resolve(path, step)
     checkpointer = Checkpointer(directory, read_only=True)
     try:

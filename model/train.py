@@ -44,11 +44,12 @@ from core.metrics import summarize
 from core.progress import format_duration
 from core.schema import SchemaError
 from model import config as config_lib
+from model import gateau, network
 from model.checkpoint import Checkpointer, abstract_like, checkpoints_dir
 from model.config import Config, ConfigError, ModelConfig, TrainConfig
-from model.data import Batches, BoardData, DataError, fingerprint, load_boards
+from model.data import BoardData, DataError, fingerprint, load_boards, make_batches
 from model.predictor import Predictor
-from model.transformer import build, cast, count_params, init_params
+from model.transformer import build, cast, count_params
 
 DATA_AXIS = "data"
 
@@ -88,22 +89,57 @@ def make_optimizer(t: TrainConfig) -> optax.GradientTransformation:
 
 def make_loss(config: Config) -> Callable:
     """loss(params, batch) -> (mean cross-entropy, metrics). Hard targets are int indices;
-    soft (HL-Gauss) targets are (B, K) distributions."""
+    soft (HL-Gauss) targets are distributions over the bins (last axis)."""
+    if network.is_graph(config):
+        return _make_graph_loss(config)
     model = build(config)
     dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
 
     def loss(params, batch):
         log_probs = model.apply(cast(params, dtype), batch["states"], batch.get("actions"))
-        targets = batch["targets"]
-        if targets.ndim == 2:
-            nll = -(targets * log_probs).sum(axis=-1)
-            hard = jnp.argmax(targets, axis=-1)
-        else:
-            nll = -jnp.take_along_axis(log_probs, targets[:, None], axis=-1)[:, 0]
-            hard = targets
+        nll, hard = _cross_entropy(log_probs, batch["targets"])
         mean = nll.mean()
         accuracy = (jnp.argmax(log_probs, axis=-1) == hard).mean()
         return mean, {"loss": mean, "accuracy": accuracy}
+
+    return loss
+
+
+def _cross_entropy(log_probs: jax.Array, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """-log p(target) and the hard target, for int targets or soft targets (last axis)."""
+    if targets.ndim == log_probs.ndim:
+        return -(targets * log_probs).sum(axis=-1), jnp.argmax(targets, axis=-1)
+    nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+    return nll, targets
+
+
+def _make_graph_loss(config: Config) -> Callable:
+    """The gateau backbone's loss on whole boards (model.data.BoardBatches): AV averages
+    over the valued move edges of the batch (every action value is one term, as in the
+    transformer's AV), SV over boards, BC over boards with the log-softmax over each
+    board's move edges. `values_per_board` is the number of labels a board carried."""
+    model = gateau.build(config)
+    dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
+
+    def loss(params, batch):
+        log_probs = model.apply(
+            cast(params, dtype),
+            batch["states"],
+            batch["senders"],
+            batch["receivers"],
+            batch["kinds"],
+        )
+        nll, hard = _cross_entropy(log_probs, batch["targets"])
+        right = jnp.argmax(log_probs, axis=-1) == hard
+        if "target_mask" in batch:
+            mask = batch["target_mask"]
+            count = mask.sum()
+            mean = jnp.where(mask, nll, 0.0).sum() / jnp.maximum(count, 1)
+            accuracy = jnp.where(mask, right, False).sum() / jnp.maximum(count, 1)
+            per_board = count / mask.shape[0]
+        else:
+            mean, accuracy, per_board = nll.mean(), right.mean(), jnp.float32(1.0)
+        return mean, {"loss": mean, "accuracy": accuracy, "values_per_board": per_board}
 
     return loss
 
@@ -174,7 +210,7 @@ class Placement:
 
 
 def init_state(config: Config, placement: Placement) -> TrainState:
-    params = jax.device_put(init_params(config), placement.replicated)
+    params = jax.device_put(network.init_params(config), placement.replicated)
     # A host round trip gives the EMA its own buffers (the step donates the state).
     ema = jax.device_put(jax.device_get(params), placement.replicated)
     opt_state = _jitted(config.model, config.train, placement).optimizer_init(params)
@@ -264,7 +300,8 @@ class Evaluator:
         t = config.train
         self.config = config
         self.placement = placement
-        batches = Batches(
+        batches = make_batches(
+            config.model.backbone,
             test,
             t.target,
             t.num_bins,
@@ -402,11 +439,13 @@ def train(
         start_step, position = restored["meta"]["step"], restored["meta"]["data_position"]
         log(f"resumed from step {start_step} (data position {position}) in {out}")
     log(
-        f"model {config.model.size}: {count_params(state.params):,} parameters, target "
+        f"model {config.model.backbone} {config.model.size}: {count_params(state.params):,} "
+        f"parameters, target "
         f"{t.target}, {len(jax.devices())} device(s) on {jax.process_count()} process(es)"
     )
 
-    batches = Batches(
+    batches = make_batches(
+        config.model.backbone,
         train_data,
         t.target,
         t.num_bins,
@@ -469,10 +508,12 @@ def train(
                     record["epoch"] = round(batches.epoch, 4)
                     metrics_log.write(record)
                     eta = (t.num_steps - step) * t.batch_size / record["examples_per_s"]
+                    values = record.get("values_per_s")
                     log(
                         f"step {step}/{t.num_steps} | loss {record['loss']:.4f} | "
                         f"acc {record['accuracy']:.3f} | {record['examples_per_s']:,.0f} ex/s | "
-                        f"epoch {record['epoch']:.2f} | ETA {format_duration(eta)}"
+                        + (f"{values:,.0f} values/s | " if values is not None else "")
+                        + f"epoch {record['epoch']:.2f} | ETA {format_duration(eta)}"
                     )
                 window, window_start, window_step = [], time.perf_counter(), step
             stopping = step < t.num_steps and (
@@ -509,14 +550,18 @@ def _train_record(window, step, window_step, window_start, t: TrainConfig, lr) -
     jax.block_until_ready(window[-1])  # steps run asynchronously: time them to completion
     seconds = time.perf_counter() - window_start
     means = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
-    return {
+    examples_per_s = (step - window_step) * t.batch_size / max(seconds, 1e-9)
+    record = {
         "kind": "train",
         "step": step,
         **means,
         "learning_rate": float(lr(step - 1)),
-        "examples_per_s": (step - window_step) * t.batch_size / max(seconds, 1e-9),
+        "examples_per_s": examples_per_s,
         "time": time.time(),
     }
+    if "values_per_board" in means:  # gateau: an example is a board with many labels
+        record["values_per_s"] = examples_per_s * means["values_per_board"]
+    return record
 
 
 # --- CLI ------------------------------------------------------------------------------
