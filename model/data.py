@@ -441,7 +441,7 @@ def board_graphs(data: BoardData) -> BoardGraphs:
             board = int(boards[i])
             raise DataError(
                 f"board {data.fens[board]!r} (in {list(data.files)}): move "
-                f"{indices_to_moves([actions[i]])[0]!r} is not one of its legal moves"
+                f"{str(indices_to_moves([actions[i]])[0])!r} is not one of its legal moves"
             )
         return move_edges[at]
 
@@ -478,9 +478,10 @@ def make_board_view(
 class BoardBatches(Batches):
     """Batches of whole boards as padded graphs, for the gateau backbone.
 
-    Yields `states` (b, 77) uint8, `senders`, `receivers`, `kinds` (b, E) int32 (E = the
-    global batch's largest edge count rounded up to a multiple of EDGE_STEP, the same on
-    every host) and targets: AV `targets` (b, E) int32 bins (or (b, E, K) HL-Gauss) with
+    Yields `states` (b, 77) uint8, `senders`, `receivers`, `kinds` (b, E) int32 and
+    targets, E being the largest edge count of the view's boards rounded up to a multiple
+    of EDGE_STEP: one shape for the whole run (one compilation), the same on every host.
+    Targets: AV `targets` (b, E) int32 bins (or (b, E, K) HL-Gauss) with
     `target_mask` (b, E) bool = the valued move edges; SV `targets` (b,) bins (or (b, K));
     BC `targets` (b,) the best move's edge. `position` counts boards.
     """
@@ -502,15 +503,15 @@ class BoardBatches(Batches):
         super().__init__(data, target, num_bins, batch_size, seed, *args, **kwargs)
 
     def _make_view(self, data: BoardData, target: str, num_bins: int, av_partial: bool):
-        return make_board_view(data, self.boards, target, num_bins, av_partial)
+        view = make_board_view(data, self.boards, target, num_bins, av_partial)
+        counts = self.boards.graphs.edge_counts()[view.board]
+        self.width = graph.edge_bucket(int(counts.max()) if len(counts) else 0, self.EDGE_STEP)
+        return view
 
     def make_batch(self, position: int) -> dict[str, np.ndarray]:
-        everyone = self.indices(position)
-        counts = self.boards.graphs.edge_counts()[self.view.board[everyone]]
-        width = graph.edge_bucket(int(counts.max()), self.EDGE_STEP)
-        items = everyone[self._local]
+        items = self.indices(position)[self._local]
         board = self.view.board[items]
-        edges = graph.pad_edges(self.boards.graphs, board, width)
+        edges = graph.pad_edges(self.boards.graphs, board, self.width)
         edge_index = edges.pop("edge_index")
         batch = {"states": self.data.states[board], **edges}
         view = self.view

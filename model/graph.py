@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import chess
 import numpy as np
 
-from core.actions import ACTIONS, NUM_ACTIONS, move_to_index
+from core.actions import ACTIONS, NUM_ACTIONS
 
 NUM_SQUARES = 64
 MIRROR = 56  # XOR with a square index flips its rank (a1 <-> a8)
@@ -198,12 +198,22 @@ _MOVE_EDGES = [
 ]
 
 
+# (from, to, promotion) -> action, for the moves of the board as they are (no mirror).
+_ACTION_BY_MOVE = _ACTION_OF_EDGE[0].tolist()
+_PROMOTION_INDEX = {None: 0} | {
+    chess.Piece.from_symbol(p).piece_type: 1 + i for i, p in enumerate(PROMOTION_PIECES)
+}
+
+
 def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], list[int], int]:
     """(senders, receivers, kinds, actions, number of move edges) of one board."""
     black = board.turn == chess.BLACK
     m = MIRROR if black else 0
     table = _MOVE_EDGES[int(black)]
-    actions = sorted(move_to_index(move) for move in board.legal_moves)
+    actions = sorted(
+        _ACTION_BY_MOVE[move.from_square][move.to_square][_PROMOTION_INDEX[move.promotion]]
+        for move in board.legal_moves
+    )
     senders, receivers, kinds = [], [], []
     for action in actions:
         sender, receiver, kind = table[action]
