@@ -2,9 +2,10 @@
 
 model.predictor.Predictor delegates here when its config's backbone is `gateau`, so eval/
 (agents, metrics, puzzles, suites, UCI, tournaments) use it unchanged. Boards go through the
-network in chunks of at most `max_boards`, each padded to a power-of-two number of boards and
-to a multiple of 64 edges, so a handful of shapes are ever compiled. Parameters are passed
-to every call (the Predictor owns them; the trainer's evaluation swaps them).
+network in chunks of at most `max_boards`, each padded to a power-of-two number of boards
+and to a multiple of 64 edges (at least MIN_EDGES), so a handful of shapes are ever
+compiled. Parameters are passed to every call (the Predictor owns them; the trainer's
+evaluation swaps them).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from model.config import Config, ModelConfig, TrainConfig
 from model.transformer import cast
 
 EDGE_STEP = 64
+# Boards are padded to at least this many edges: nearly every position of a real game has
+# fewer (the most in 13,671 Lichess positions was 151), so a game is played with one or two
+# compiled shapes and the compilation happens at the first move (or the UCI `isready`).
+MIN_EDGES = 128
 
 
 @functools.cache
@@ -69,7 +74,8 @@ class GraphRunner:
         for start in range(0, len(fens), self.max_boards):
             index = np.arange(start, min(len(fens), start + self.max_boards))
             size = min(self.max_boards, 1 << max(0, len(index) - 1).bit_length())
-            edges = graph.pad_edges(graphs, index)
+            largest = int(counts[index].max())
+            edges = graph.pad_edges(graphs, index, max(MIN_EDGES, graph.edge_bucket(largest)))
             width = edges["senders"].shape[1]
             padded = {"states": np.zeros((size, states.shape[1]), np.int32)}
             padded["states"][: len(index)] = states[index]

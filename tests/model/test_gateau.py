@@ -61,7 +61,7 @@ def predictors() -> dict[str, Predictor]:
     return {t: Predictor(noisy_params(tiny(t)), tiny(t), max_batch=64) for t in ("av", "sv", "bc")}
 
 
-ALONE_WIDTH = 256  # more padding than the predictor's (multiples of 64 edges)
+ALONE_WIDTH = 256  # other padding than the predictor's (128 edges for these boards)
 
 
 @functools.cache
