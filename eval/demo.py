@@ -93,7 +93,8 @@ def banner(number: int, title: str) -> None:
 
 
 def annotate(config: DemoConfig, log: StepLog) -> dict:
-    from pipeline.annotate import JournalMismatch, run
+    from pipeline.annotate import run
+    from pipeline.annotate_output import JournalMismatch
 
     stats = {}
     for split, inputs in (("train", config.train_inputs), ("test", config.test_inputs)):

@@ -27,7 +27,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from core.actions import legal_actions
 from core.schema import FAILURE_SCHEMA, check_schema, read_boards
-from pipeline import annotate, pgn
+from pipeline import annotate, annotate_boards, annotate_config, pgn
 from pipeline.engine import Limit
 
 
@@ -222,8 +222,8 @@ def test_a_board_the_engine_keeps_dying_on_goes_to_the_failures_output(
 def test_boards_with_no_legal_move_are_dropped_and_counted(tmp_path, stockfish):
     mated, stalemated = "R5k1/5ppp/8/8/8/8/5PPP/6K1 b - - 1 1", "7k/5Q2/6K1/8/8/8/8/8 b - - 0 1"
     start = chess.STARTING_FEN
-    dofn = annotate.AnnotateBoards(
-        annotate.EngineConfig(stockfish), Limit.parse("nodes=10"), 30.0, 1
+    dofn = annotate_boards.AnnotateBoards(
+        annotate_config.EngineConfig(stockfish), Limit.parse("nodes=10"), 30.0, 1
     )
     with test_pipeline.TestPipeline(argv=["--runner=DirectRunner"]) as p:
         boards = p | beam.Create([(mated, 1), (stalemated, 2), (start, 5)])

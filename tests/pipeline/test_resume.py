@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.schema import JOURNAL_DIR, JOURNAL_RUN_FILE
-from pipeline import annotate
-from pipeline.annotate import JOURNAL_SECONDS, JournalWriter
+from pipeline import annotate, annotate_output
+from pipeline.annotate_journal import JOURNAL_SECONDS, JournalWriter
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GAMES = 3  # the first three self-play games: ~300 unique boards
@@ -147,8 +147,8 @@ def test_unreadable_parts_and_rows_of_other_boards_are_skipped(
     out = tmp_path / "out"
     argv = _argv(games, out, stockfish)
     config, _ = annotate.parse_args(argv)
-    identity = annotate.run_identity(config, [str(games)], annotate.uci_name(stockfish))
-    annotate._prepare_output(config, identity)
+    identity = annotate_output.run_identity(config, [str(games)], annotate.uci_name(stockfish))
+    annotate_output.prepare_output(config, identity)
     rows = [row for shard in sorted(reference_split.glob("boards-*.parquet"))
             for row in pq.read_table(shard).to_pylist()]  # fmt: skip
     kept = rows[::2]
@@ -183,16 +183,16 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
     out = tmp_path / "out"
     argv = [str(tmp_path / "in.pgn"), "--out", str(out), "--engine", stockfish]
     config, _ = annotate.parse_args([*argv, "--limit", "nodes=30", "--seed", "1"])
-    identity = annotate.run_identity(
+    identity = annotate_output.run_identity(
         config, [str(tmp_path / "in.pgn")], annotate.uci_name(stockfish)
     )
-    annotate._prepare_output(config, identity)
+    annotate_output.prepare_output(config, identity)
     journal = out / "train" / JOURNAL_DIR
     assert json.loads((journal / JOURNAL_RUN_FILE).read_text())["run"]["limit"] == "nodes=30"
 
     changed = [*argv, "--limit", "nodes=20", "--seed", "1"]
     with pytest.raises(
-        annotate.JournalMismatch, match=r"--limit \(\"nodes=30\".*\"nodes=20\""
+        annotate_output.JournalMismatch, match=r"--limit \(\"nodes=30\".*\"nodes=20\""
     ) as e:
         annotate.run(changed)
     assert "seed" not in str(e.value) and "engine" not in str(e.value)
@@ -218,8 +218,12 @@ def test_a_journal_of_another_engine_is_not_resumed(tmp_path, pgn_samples, stock
     argv = [str(tmp_path / "in.pgn"), "--out", str(tmp_path / "out"), "--engine", stockfish]
     config, _ = annotate.parse_args(argv)
     inputs = [str(tmp_path / "in.pgn")]
-    annotate._prepare_output(config, annotate.run_identity(config, inputs, "Stockfish 11"))
-    with pytest.raises(annotate.JournalMismatch, match=r"--engine \(its name\) \(\"Stockfish 11\""):
+    annotate_output.prepare_output(
+        config, annotate_output.run_identity(config, inputs, "Stockfish 11")
+    )
+    with pytest.raises(
+        annotate_output.JournalMismatch, match=r"--engine \(its name\) \(\"Stockfish 11\""
+    ):
         annotate.run(argv)
     # The identity names the engine the run would use: this machine's.
     assert annotate.uci_name(stockfish).startswith("Stockfish")

@@ -1,0 +1,226 @@
+"""The engine stage: `AnnotateBoards` turns (fen, count) into a board row with Stockfish.
+
+`WorkerProgress` keeps one worker's tally across bundles: its record in stats.json's
+`workers` and the progress lines it prints.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterable
+
+import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
+
+from core.engine_path import find_engine
+from core.progress import format_duration
+from pipeline import stats
+from pipeline.action_values import BoardAnnotator, NoLegalMoves, Outcome
+from pipeline.annotate_config import EngineConfig
+from pipeline.annotate_journal import JOURNAL_EVERY, JournalWriter
+from pipeline.engine import Limit, UciEngine
+
+FAILURES_TAG = "failures"
+
+
+def _in_global_window(value) -> WindowedValue:
+    return WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
+
+
+class WorkerProgress:
+    """One worker's boards and action values across bundles, for stats and progress lines.
+
+    `workers` (the expected number, 0 when unknown) turns the tally into a share of the
+    run's boards and an ETA.
+    """
+
+    def __init__(self, progress_seconds: float, workers: int):
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self.progress_seconds = progress_seconds
+        self.workers = workers
+        self.done = 0
+        self.values = 0
+        self.started: float | None = None
+        self._last_progress = time.monotonic()
+
+    def start(self) -> float:
+        """The wall-clock time a board's work begins (the first one starts the worker's clock)."""
+        began = time.time()
+        if self.started is None:
+            self.started = began
+        return began
+
+    def count(self, partial: dict, values: int, engine_pids: Iterable[int]) -> None:
+        """Adds one finished board with `values` action values to this worker's record."""
+        self.done += 1
+        self.values += values
+        now = time.time()
+        record = partial["workers"].setdefault(
+            self.worker,
+            {
+                "worker": self.worker,
+                "engine_pids": [],
+                "first_board_at": self.started,
+                "last_board_at": now,
+                "boards": 0,
+                "action_values": 0,
+                "busy_s": 0.0,
+            },
+        )
+        record["engine_pids"] = sorted(set(record["engine_pids"]) | set(engine_pids))
+        record["last_board_at"] = now
+        record["boards"] += 1
+        record["action_values"] += values
+
+    def note_busy(self, partial: dict, began: float) -> None:
+        if partial["workers"].get(self.worker) is not None:
+            partial["workers"][self.worker]["busy_s"] += time.time() - began
+
+    def report(self, total_boards: int, resumed_boards: int = 0) -> None:
+        """Prints a progress line when `progress_seconds` have passed since the last one."""
+        now = time.monotonic()
+        if now - self._last_progress < self.progress_seconds:
+            return
+        self._last_progress = now
+        elapsed = max(time.time() - self.started, 1e-9)
+        rate = self.done / elapsed
+        line = (
+            f"annotate [{self.worker}]: {self.done:,} boards, {self.values:,} action values,"
+            f" {rate:.1f} boards/s, {self.values / elapsed:.0f} values/s"
+        )
+        if total_boards and self.workers and rate > 0:
+            share = total_boards / self.workers
+            line += f"; ~{min(100.0, 100 * self.done / share):.0f}% of this worker's share"
+            line += (
+                f" of {total_boards:,} boards, ETA {format_duration((share - self.done) / rate)}"
+            )
+        if resumed_boards:
+            line += f"; {resumed_boards:,} more resumed from the journal"
+        print(line, file=sys.stderr, flush=True)
+
+
+class AnnotateBoards(beam.DoFn):
+    """(fen, count) -> a BOARD_SCHEMA row, or a FAILURE_SCHEMA row on the failures tag.
+
+    One engine process per DoFn instance, i.e. per worker thread: started in `setup`,
+    closed in `teardown`. With a node limit one board waits queued in the engine behind the
+    one being searched, so the engine never idles between boards; the last ones of a bundle
+    are emitted from `finish_bundle`. Boards with no legal move are dropped and counted.
+    With a `journal` directory every annotated row is also written there (`JournalWriter`,
+    a part every `journal_every` rows or JOURNAL_SECONDS, and at the end of each bundle);
+    failed boards are not, so a resumed run tries them again.
+    """
+
+    def __init__(
+        self,
+        engine: EngineConfig,
+        limit: Limit,
+        progress_seconds: float,
+        workers: int,
+        journal: str | None = None,
+        journal_every: int = JOURNAL_EVERY,
+    ):
+        self.engine_config = engine
+        self.limit = limit
+        self.progress_seconds = progress_seconds
+        self.workers = workers
+        self.journal = journal
+        self.journal_every = journal_every
+
+    def setup(self):
+        cfg = self.engine_config
+        path = find_engine(cfg.path)
+        self._annotator = BoardAnnotator(
+            lambda: UciEngine(path, cfg.threads, cfg.hash_mb, cfg.timeout),
+            self.limit,
+            retries=cfg.retries,
+        )
+        # Start now: an engine that cannot run fails the job here, with its own error.
+        self._engine_name = self._annotator.start().name
+        self._lookahead = 1 if self.limit.kind == "nodes" else 0
+        self._progress = WorkerProgress(self.progress_seconds, self.workers)
+        self._journal = None
+        if self.journal is not None and self.journal_every > 0:
+            self._journal = JournalWriter(self.journal, self.journal_every)
+
+    def start_bundle(self):
+        self._stats = stats.BundleStats()
+        self._restarts_seen = self._annotator.restarts
+        self._nodes_seen = self._annotator.nodes
+
+    def process(self, element, total_boards=0, resumed_boards=0):
+        fen, count = element
+        s = self._stats
+        s.count("unique_boards")
+        s.count("boards", count)
+        began = self._progress.start()
+        try:
+            self._annotator.submit(fen, count)
+        except NoLegalMoves:
+            s.count("no_legal_moves")
+            s.example("no_legal_moves", fen)
+            return
+        except ValueError as e:  # a FEN the engine must not be given
+            yield self._output(Outcome(fen, count, None, str(e)))
+            return
+        while self._annotator.in_flight > self._lookahead:
+            yield self._output(self._annotator.collect())
+        self._progress.note_busy(s.partial, began)
+        self._progress.report(total_boards, resumed_boards)
+
+    def finish_bundle(self):
+        began = time.time()
+        while self._annotator.in_flight:
+            # Boards come from a global-window batch, so their results go back there too.
+            output = self._output(self._annotator.collect())
+            if isinstance(output, beam.pvalue.TaggedOutput):
+                yield beam.pvalue.TaggedOutput(output.tag, _in_global_window(output.value))
+            else:
+                yield _in_global_window(output)
+        if self._journal is not None:
+            self._journal.flush()
+        self._progress.note_busy(self._stats.partial, began)
+        yield self._stats.emit()
+
+    def _output(self, outcome: Outcome):
+        """Counts a finished board and returns what to emit for it."""
+        s, annotator = self._stats, self._annotator
+        s.count("engine_restarts", annotator.restarts - self._restarts_seen)
+        s.count("nodes", annotator.nodes - self._nodes_seen)
+        self._restarts_seen, self._nodes_seen = annotator.restarts, annotator.nodes
+        row = outcome.row
+        values = len(row["moves"]) if row is not None else 0
+        self._progress.count(s.partial, values, annotator.engine_pids)
+        if row is not None:
+            if self._journal is not None:
+                self._journal.add(row)
+            s.count("annotated")
+            s.count("action_values", values)
+            if row["engine"] not in s.partial["engines"]:
+                s.partial["engines"].append(row["engine"])
+            return row
+        s.count("failed")
+        s.example("failed", f"{outcome.fen}: {outcome.error}")
+        failure = {
+            "fen": outcome.fen,
+            "count": outcome.count,
+            "error": outcome.error,
+            "engine": self._engine_name,
+            "limit": str(self.limit),
+        }
+        return beam.pvalue.TaggedOutput(FAILURES_TAG, failure)
+
+    def teardown(self):
+        journal = getattr(self, "_journal", None)
+        if journal is not None and journal.buffered:
+            try:  # rows of a bundle that failed half-way: worth keeping for the rerun
+                journal.flush()
+            except Exception as e:  # noqa: BLE001 - teardown must still close the engine
+                print(f"WARNING: journal not written at teardown: {e}", file=sys.stderr)
+        annotator = getattr(self, "_annotator", None)
+        if annotator is not None:
+            annotator.close()
