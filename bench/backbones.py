@@ -7,13 +7,15 @@
 Prints one JSON object (progress on stderr):
 
 - `models`: the two configs and parameter counts. Gateau's is `--gateau-config`; the
-  transformer's shape is the one whose parameter count is closest to it (4 heads).
+  transformer's shape is the one whose parameter count is closest to it (4 heads), trained
+  with the same settings but batches of 256 (board, move) rows.
 - `train`: per backbone, the jitted train step's examples/s and action values learned/s
   (the transformer learns one per example; gateau one per valued move edge of each board),
   measured in alternating rounds of `--rate-seconds`; `values_ratio` = gateau / transformer
   per round (the issue's goal: >= 20).
-- `play`: per backbone, boards/s of NeuralAgent.choose_move, one board per call as in a
-  game (every legal move valued), alternating rounds; `ratio` per round (goal >= 20).
+- `play`: per backbone, boards/s of Predictor.move_values (every legal move valued) and of
+  NeuralAgent.choose_move (that and the agent's repetition check), one board per call as in
+  a game, alternating rounds; `ratio` and `agent_ratio` per round (goal >= 20).
 - `quality` (with --quality): both trained by model.train for the same wall-clock on the
   same data (steps = `--seconds` x the step rate just measured; the seconds actually taken
   are reported), then, on the test split, eval.metrics (test log-loss, action accuracy,
@@ -56,6 +58,7 @@ from model.transformer import count_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_BASELINES = ("random", "stockfish:nodes=100000", "greedy")
+TRANSFORMER_BATCH = 256  # (board, move) rows, as bench.train measures the transformer
 
 
 def log(message: str) -> None:
@@ -72,6 +75,7 @@ def matching_transformer(gateau: Config, params: int) -> Config:
     for layers in range(1, 9):
         for width in range(16, 257, 16):
             candidate = gateau.replace(
+                train={"batch_size": TRANSFORMER_BATCH},
                 model={
                     "backbone": "transformer",
                     "size": "small",
@@ -79,7 +83,7 @@ def matching_transformer(gateau: Config, params: int) -> Config:
                     "embedding_dim": width,
                     "num_heads": 4,
                     "widening_factor": 4,
-                }
+                },
             )
             count = _transformer_params(layers, width, gateau.num_bins)
             if best is None or abs(count - params) < abs(best[0] - params):
@@ -141,21 +145,26 @@ def train_rate(config: Config, data, seconds: float, state_and_step=None) -> dic
 
 
 def play_rate(config: Config, boards: list[chess.Board], seconds: float) -> dict:
-    """Boards/s of NeuralAgent.choose_move, one board per call, every shape compiled first."""
+    """Boards/s, one board per call as in a game (every shape compiled first): of
+    Predictor.move_values (the network's evaluation of every legal move) and of
+    NeuralAgent.choose_move (that plus the agent's repetition check)."""
     predictor = Predictor(init_params(config, seed=0), config)
     agent = NeuralAgent(predictor, name=config.model.backbone)
     for board in boards:  # compiles every shape these boards need
         agent.choose_move(board)
-    done = 0
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds or done < len(boards):
-        agent.choose_move(boards[done % len(boards)])
-        done += 1
-    elapsed = time.perf_counter() - start
+
+    def rate(call) -> float:
+        done = 0
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds / 2 or done < len(boards):
+            call(boards[done % len(boards)])
+            done += 1
+        return done / (time.perf_counter() - start)
+
     moves = sum(b.legal_moves.count() for b in boards) / len(boards)
     return {
-        "boards": done,
-        "boards_per_s": round(done / elapsed, 2),
+        "boards_per_s": round(rate(lambda board: predictor.move_values([board])), 2),
+        "agent_boards_per_s": round(rate(agent.choose_move), 2),
         "mean_legal_moves": round(moves, 1),
     }
 
@@ -347,6 +356,10 @@ def main(argv: list[str] | None = None) -> int:
             **plays,
             "ratio": [
                 round(g["boards_per_s"] / t["boards_per_s"], 1)
+                for t, g in zip(plays["transformer"], plays["gateau"], strict=True)
+            ],
+            "agent_ratio": [
+                round(g["agent_boards_per_s"] / t["agent_boards_per_s"], 1)
                 for t, g in zip(plays["transformer"], plays["gateau"], strict=True)
             ],
         }

@@ -20,7 +20,7 @@ import numpy as np
 
 from core import bins
 from core.actions import NUM_ACTIONS, indices_to_moves, moves_to_indices
-from core.tokenizer import fen_from_tokens, tokenize_batch
+from core.tokenizer import fen_from_tokens, tokenize, tokenize_batch
 from model import gateau, graph
 from model.config import Config, ModelConfig, TrainConfig
 from model.transformer import cast
@@ -68,7 +68,13 @@ class GraphRunner:
         if graphs is None:
             graphs = graph.encode_fens(fens)
         fn: Callable = self._both if both else self._log_probs
-        states = tokenize_batch(list(fens))
+        # One board (as in play): the checked single path; the batch path's fixed cost of a
+        # dozen array operations is more than its work for a few FENs.
+        states = (
+            tokenize_batch(list(fens))
+            if len(fens) > 8
+            else np.stack([tokenize(fen) for fen in fens]).reshape(len(fens), -1)
+        )
         counts = graphs.edge_counts()
         results: list = []
         for start in range(0, len(fens), self.max_boards):
