@@ -48,6 +48,7 @@ from model import gateau, network
 from model.checkpoint import Checkpointer, abstract_like, checkpoints_dir
 from model.config import Config, ConfigError, ModelConfig, TrainConfig
 from model.data import BoardData, DataError, fingerprint, load_boards, make_batches
+from model.network import init_params
 from model.predictor import Predictor
 from model.transformer import build, cast, count_params
 
@@ -210,7 +211,7 @@ class Placement:
 
 
 def init_state(config: Config, placement: Placement) -> TrainState:
-    params = jax.device_put(network.init_params(config), placement.replicated)
+    params = jax.device_put(init_params(config), placement.replicated)
     # A host round trip gives the EMA its own buffers (the step donates the state).
     ema = jax.device_put(jax.device_get(params), placement.replicated)
     opt_state = _jitted(config.model, config.train, placement).optimizer_init(params)
