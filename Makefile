@@ -77,6 +77,7 @@ bench: setup
 	$(PY) -m bench.annotate
 	$(PY) -m bench.inference
 	$(PY) -m bench.train
+	$(PY) -m bench.backbones
 	$(PY) -m bench.import
 	$(PY) -m bench.zstd_read
 	$(PY) -m bench.uci

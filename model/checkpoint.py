@@ -28,6 +28,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from model.config import Config, from_dict
+from model.network import param_shapes
 
 CHECKPOINTS = "checkpoints"
 INCOMPLETE = "incomplete-checkpoints"  # beside CHECKPOINTS, where training moves broken steps
@@ -200,8 +201,6 @@ def load_params(
 
     `path` as for `resolve`: the latest complete step unless `step` or a step's dir is given.
     """
-    from model.transformer import param_shapes
-
     directory, step = resolve(path, step)
     step_dir = os.path.join(directory, str(step))
     meta = _restore_step(step_dir, {"meta": ocp.args.JsonRestore()})["meta"]

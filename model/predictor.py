@@ -17,7 +17,9 @@
 All win probabilities are from the view of the side to move of the board given. Rows from
 all boards go through the network together in chunks of at most `max_batch`, each padded
 to a power-of-two bucket so that a handful of shapes are ever compiled; on a CPU they go
-`rows_per_pass` at a time instead (one compiled shape, the activations kept in cache).
+`rows_per_pass` at a time instead (one compiled shape, the activations kept in cache). A
+model of the gateau backbone (model/gateau.py) takes whole boards instead, `max_batch // 16`
+a call (model/graph_predictor.py): a board's move values are one network pass.
 
 A board whose halfmove clock or fullmove number exceeds the tokenizer's three digits (a game
 past move 999, or a FEN that says so) is read with that counter clamped to 999: the model
@@ -39,6 +41,8 @@ from core import bins
 from core.actions import MAX_LEGAL_MOVES, NUM_ACTIONS, legal_actions, moves_to_indices
 from core.tokenizer import MAX_CLOCK, SEQUENCE_LENGTH, tokenize_batch
 from model.config import MAX_SEQUENCE_LENGTH, Config, ModelConfig, TrainConfig
+from model.graph_predictor import GraphRunner
+from model.network import is_graph
 from model.transformer import build, cast
 
 _MIN_BUCKET = 16
@@ -121,12 +125,14 @@ class Predictor:
         self.rows_per_pass = rows_per_pass
         self.step: int | None = None  # the training step, when loaded from a checkpoint
         self.params = jax.device_put(params, jax.local_devices()[0])
-        self._log_probs, self._values, self._both = _compiled(
-            config.model,
-            config.train.target,
-            config.train.num_bins,
-            config.train.compute_dtype,
-        )
+        self._graph = GraphRunner(config, max_batch // _MIN_BUCKET) if is_graph(config) else None
+        if self._graph is None:
+            self._log_probs, self._values, self._both = _compiled(
+                config.model,
+                config.train.target,
+                config.train.num_bins,
+                config.train.compute_dtype,
+            )
 
     @classmethod
     def from_checkpoint(
@@ -232,6 +238,8 @@ class Predictor:
         states, actions = self._token_rows(states, actions)
         if len(states) == 0:
             return np.zeros((0, self.config.output_size), np.float32)
+        if self._graph is not None:
+            return self._graph.token_rows(self.params, states, actions, both=False)
         return self._run(self._log_probs, states, actions)
 
     def log_probs_and_values(
@@ -244,6 +252,8 @@ class Predictor:
         states, actions = self._token_rows(states, actions)
         if len(states) == 0:
             return np.zeros((0, self.config.output_size), np.float32), np.zeros(0, np.float32)
+        if self._graph is not None:
+            return self._graph.token_rows(self.params, states, actions, both=True)
         return self._run(self._both, states, actions)
 
     def _token_rows(self, states, actions) -> tuple[np.ndarray, np.ndarray | None]:
@@ -263,6 +273,8 @@ class Predictor:
         lengths = np.array([len(m) for m in moves], dtype=np.int64)
         if lengths.sum() == 0:
             return [np.zeros(0, np.float32) for _ in fens]
+        if self._graph is not None:
+            return self._graph.action_values(self.params, list(fens), moves)
         states = np.repeat(tokenize_batch(list(fens)), lengths, axis=0)
         actions = moves_to_indices(np.concatenate([np.asarray(m, dtype=str) for m in moves]))
         values = self._run(self._values, states, actions)
@@ -273,6 +285,8 @@ class Predictor:
         self._require("sv", "state_values")
         if len(fens) == 0:
             return np.zeros(0, np.float32)
+        if self._graph is not None:
+            return self._graph.state_values(self.params, list(fens))
         return self._run(self._values, tokenize_batch(list(fens)), None)
 
     def move_log_probs(self, fens: Sequence[str]) -> np.ndarray:
@@ -280,6 +294,8 @@ class Predictor:
         self._require("bc", "move_log_probs")
         if len(fens) == 0:
             return np.zeros((0, NUM_ACTIONS), np.float32)
+        if self._graph is not None:
+            return self._graph.move_log_probs(self.params, list(fens))
         return self._run(self._log_probs, tokenize_batch(list(fens)), None)
 
     # --- any target: a score per legal move --------------------------------------------
@@ -296,8 +312,10 @@ class Predictor:
 
         A board without legal moves gets ([], an empty array).
         """
-        legal = [legal_actions(board) for board in boards]
         target = self.config.target
+        if self._graph is not None and target == "av":
+            return self._graph.move_values(self.params, boards)  # one pass per board
+        legal = [legal_actions(board) for board in boards]
         if target == "av":
             scores = self.action_values([model_fen(b) for b in boards], legal)
         elif target == "sv":

@@ -48,6 +48,7 @@ from core.metrics import summarize
 from core.progress import format_duration
 from core.schema import SchemaError
 from model import config as config_lib
+from model import gateau, network
 from model.checkpoint import (
     Checkpointer,
     abstract_like,
@@ -56,9 +57,10 @@ from model.checkpoint import (
     set_aside,
 )
 from model.config import Config, ConfigError, ModelConfig, TrainConfig
-from model.data import Batches, BoardData, DataError, fingerprint, load_boards
+from model.data import BoardData, DataError, fingerprint, load_boards, make_batches
+from model.network import init_params
 from model.predictor import Predictor
-from model.transformer import build, cast, count_params, init_params
+from model.transformer import build, cast, count_params
 
 DATA_AXIS = "data"
 METRICS_FILE = "metrics.jsonl"
@@ -101,22 +103,57 @@ def make_optimizer(t: TrainConfig) -> optax.GradientTransformation:
 
 def make_loss(config: Config) -> Callable:
     """loss(params, batch) -> (mean cross-entropy, metrics). Hard targets are int indices;
-    soft (HL-Gauss) targets are (B, K) distributions."""
+    soft (HL-Gauss) targets are distributions over the bins (last axis)."""
+    if network.is_graph(config):
+        return _make_graph_loss(config)
     model = build(config)
     dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
 
     def loss(params, batch):
         log_probs = model.apply(cast(params, dtype), batch["states"], batch.get("actions"))
-        targets = batch["targets"]
-        if targets.ndim == 2:
-            nll = -(targets * log_probs).sum(axis=-1)
-            hard = jnp.argmax(targets, axis=-1)
-        else:
-            nll = -jnp.take_along_axis(log_probs, targets[:, None], axis=-1)[:, 0]
-            hard = targets
+        nll, hard = _cross_entropy(log_probs, batch["targets"])
         mean = nll.mean()
         accuracy = (jnp.argmax(log_probs, axis=-1) == hard).mean()
         return mean, {"loss": mean, "accuracy": accuracy}
+
+    return loss
+
+
+def _cross_entropy(log_probs: jax.Array, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """-log p(target) and the hard target, for int targets or soft targets (last axis)."""
+    if targets.ndim == log_probs.ndim:
+        return -(targets * log_probs).sum(axis=-1), jnp.argmax(targets, axis=-1)
+    nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+    return nll, targets
+
+
+def _make_graph_loss(config: Config) -> Callable:
+    """The gateau backbone's loss on whole boards (model.data.BoardBatches): AV averages
+    over the valued move edges of the batch (every action value is one term, as in the
+    transformer's AV), SV over boards, BC over boards with the log-softmax over each
+    board's move edges. `values_per_board` is the number of labels a board carried."""
+    model = gateau.build(config)
+    dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
+
+    def loss(params, batch):
+        log_probs = model.apply(
+            cast(params, dtype),
+            batch["states"],
+            batch["senders"],
+            batch["receivers"],
+            batch["kinds"],
+        )
+        nll, hard = _cross_entropy(log_probs, batch["targets"])
+        right = jnp.argmax(log_probs, axis=-1) == hard
+        if "target_mask" in batch:
+            mask = batch["target_mask"]
+            count = mask.sum()
+            mean = jnp.where(mask, nll, 0.0).sum() / jnp.maximum(count, 1)
+            accuracy = jnp.where(mask, right, False).sum() / jnp.maximum(count, 1)
+            per_board = count / mask.shape[0]
+        else:
+            mean, accuracy, per_board = nll.mean(), right.mean(), jnp.float32(1.0)
+        return mean, {"loss": mean, "accuracy": accuracy, "values_per_board": per_board}
 
     return loss
 
@@ -313,7 +350,8 @@ class Evaluator:
         t = config.train
         self.config = config
         self.placement = placement
-        batches = Batches(
+        batches = make_batches(
+            config.model.backbone,
             test,
             t.target,
             t.num_bins,
@@ -462,11 +500,13 @@ def train(
         start_step, position = restored["meta"]["step"], restored["meta"]["data_position"]
         log(f"resumed from step {start_step} (data position {position}) in {out}")
     log(
-        f"model {config.model.size}: {count_params(state.params):,} parameters, target "
+        f"model {config.model.backbone} {config.model.size}: {count_params(state.params):,} "
+        f"parameters, target "
         f"{t.target}, {len(jax.devices())} device(s) on {jax.process_count()} process(es)"
     )
 
-    batches = Batches(
+    batches = make_batches(
+        config.model.backbone,
         train_data,
         t.target,
         t.num_bins,
@@ -561,10 +601,12 @@ def train(
                 metrics_log.write(record)
                 rate = record["examples_per_s"]
                 eta = (t.num_steps - step) * t.batch_size / rate if rate else math.nan
+                values = record.get("values_per_s")
                 log(
                     f"step {step}/{t.num_steps} | loss {record['loss']:.4f} | "
                     f"acc {record['accuracy']:.3f} | {rate or 0:,.0f} ex/s | "
-                    f"epoch {record['epoch']:.2f} | ETA {format_duration(eta)}"
+                    + (f"{values:,.0f} values/s | " if values is not None else "")
+                    + f"epoch {record['epoch']:.2f} | ETA {format_duration(eta)}"
                 )
                 window, timer_start, timer_step = [], time.perf_counter(), step
             stopping = step < t.num_steps and (
@@ -606,14 +648,19 @@ def _train_record(window, step, timer_step, timer_start, t: TrainConfig, lr) -> 
     seconds = time.perf_counter() - timer_start
     means = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
     timed = step - timer_step
-    return {
+    examples_per_s = timed * t.batch_size / max(seconds, 1e-9) if timed else None
+    record = {
         "kind": "train",
         "step": step,
         **means,
         "learning_rate": float(lr(step - 1)),
-        "examples_per_s": timed * t.batch_size / max(seconds, 1e-9) if timed else None,
+        "examples_per_s": examples_per_s,
         "time": time.time(),
     }
+    if "values_per_board" in means and examples_per_s is not None:
+        # gateau: an example is a board with many labels
+        record["values_per_s"] = examples_per_s * means["values_per_board"]
+    return record
 
 
 # --- CLI ------------------------------------------------------------------------------
