@@ -77,8 +77,12 @@ bench: setup
 	$(PY) -m bench.annotate
 	$(PY) -m bench.inference
 	$(PY) -m bench.train
+	$(PY) -m bench.backbones
 	$(PY) -m bench.import
 	$(PY) -m bench.dask
+	$(PY) -m bench.zstd_read
+	$(PY) -m bench.uci
+	$(PY) -m bench.search
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info

@@ -19,6 +19,16 @@ Prints one JSON object:
   measured in alternating rounds (`rounds`), so load that changes during the run skews each
   ratio less;
 - `time_0.05`: action values/s at the paper's 50 ms per (state, action);
+- `modes`: the cost per board of each annotation mode on the same boards, through the
+  pipeline's annotator (boards queued as the pipeline queues them), measured in alternating
+  rounds: full action values (`action-values`, one search per legal move at `--av-nodes`)
+  against one unrestricted search per board (`search`) at each of `--search-nodes`, with
+  MultiPV 1 and `--multipv` K, and at the smallest of them with a 1 MB hash instead of 16
+  (each board's `ucinewgame` clears the hash, a cost a single search does not amortise). Per
+  mode: ms and nodes per board, boards/s, the cost relative
+  to full action values (`cost_vs_action_values`, time per board over theirs), the values per
+  board, and how often its best move is one of the full action values' best moves
+  (`best_move_agrees`, ties counted);
 - `workers`: the Beam pipeline (DirectRunner, multi_processing) on the same games with one
   and with two workers, alternated `--worker-repeats` times, best of each: whole-run wall time,
   and the annotation stage's rate (action values over the span from the first board started
@@ -46,7 +56,7 @@ import chess.engine
 
 from core.engine_path import find_engine
 from pipeline import annotate, pgn
-from pipeline.action_values import BoardAnnotator, board_moves
+from pipeline.action_values import BoardAnnotator, Mode, board_moves
 from pipeline.engine import Limit, UciEngine
 from pipeline.sources import read_lines
 
@@ -96,15 +106,8 @@ def games_and_boards(path: str, max_games: int) -> tuple[str, list[str]]:
 
 
 def annotate_queued(annotator: BoardAnnotator, fens: list[str]) -> int:
-    """Annotates `fens` as the pipeline does (one board queued behind the one searching)."""
-    values = 0
-    for fen in fens:
-        annotator.submit(fen)
-        if annotator.in_flight > 1:
-            values += len(annotator.collect().row["moves"])
-    while annotator.in_flight:
-        values += len(annotator.collect().row["moves"])
-    return values
+    """Annotates `fens` as the pipeline does; returns the action values made."""
+    return sum(len(row["moves"]) for row in annotate_rows(annotator, fens))
 
 
 def client_rate(path: str, fens: list[str], limit: Limit) -> dict:
@@ -245,6 +248,82 @@ def efficiency_rounds(path: str, fens: list[str], rounds: int, bare_nodes: int) 
     }
 
 
+def mode_rounds(
+    path: str, fens: list[str], rounds: int, av_nodes: int, search_nodes: list[int], multipv: int
+) -> dict:
+    """Cost per board of each annotation mode (see the module doc), every mode once per round
+    on that round's boards, so load that drifts during the run hits every mode alike."""
+    modes: list[tuple[str, Mode, Limit, int, int]] = [  # label, mode, limit, multipv, hash MB
+        (f"action-values nodes={av_nodes}", "action-values", Limit("nodes", av_nodes), 1, 16)
+    ]
+    for nodes in search_nodes:
+        for lines in sorted({1, multipv}):
+            label = f"search nodes={nodes} multipv={lines}"
+            modes.append((label, "search", Limit("nodes", nodes), lines, 16))
+    # The clear before each board (`ucinewgame`) empties the hash: a small one is cheaper.
+    smallest = min(search_nodes)
+    modes.append(
+        (f"search nodes={smallest} multipv=1 hash=1", "search", Limit("nodes", smallest), 1, 1)
+    )
+    annotators = {
+        label: BoardAnnotator(
+            lambda hash_mb=hash_mb: UciEngine(path, hash_mb=hash_mb),
+            limit,
+            mode=mode,
+            multipv=lines,
+        )  # fmt: skip
+        for label, mode, limit, lines, hash_mb in modes
+    }
+    for annotator in annotators.values():
+        annotator.start()  # outside the timing
+    seconds = dict.fromkeys(annotators, 0.0)
+    values = dict.fromkeys(annotators, 0)
+    agree = dict.fromkeys(annotators, 0)
+    batch = max(1, len(fens) // rounds)
+    for r in range(rounds):
+        boards = fens[r * batch : (r + 1) * batch]
+        best: dict[str, list[dict]] = {}
+        for label, annotator in annotators.items():
+            started = time.perf_counter()
+            rows = annotate_rows(annotator, boards)
+            seconds[label] += time.perf_counter() - started
+            values[label] += sum(len(row["moves"]) for row in rows)
+            best[label] = rows
+        reference = best[modes[0][0]]
+        for label, rows in best.items():
+            for row, full in zip(rows, reference, strict=True):
+                top = max(full["win_probs"])
+                agree[label] += full["win_probs"][full["moves"].index(row["best_move"])] == top
+    for annotator in annotators.values():
+        annotator.close()
+    boards = batch * rounds
+    base = seconds[modes[0][0]] / boards
+    result = {}
+    for label, annotator in annotators.items():
+        per_board = seconds[label] / boards
+        result[label] = {
+            "ms_per_board": round(1000 * per_board, 2),
+            "boards_per_s": round(1 / per_board, 2),
+            "nodes_per_board": round(annotator.nodes / boards),
+            "values_per_board": round(values[label] / boards, 2),
+            "cost_vs_action_values": round(per_board / base, 4),
+            "best_move_agrees": round(agree[label] / boards, 3),
+        }
+    return {"boards": boards, "rounds": rounds, "modes": result}
+
+
+def annotate_rows(annotator: BoardAnnotator, fens: list[str]) -> list[dict]:
+    """The rows of `fens`, one board queued behind the one searching, as the pipeline does."""
+    rows = []
+    for fen in fens:
+        annotator.submit(fen)
+        if annotator.in_flight > 1:
+            rows.append(annotator.collect().row)
+    while annotator.in_flight:
+        rows.append(annotator.collect().row)
+    return rows
+
+
 def engine_name(path: str) -> str:
     with UciEngine(path) as engine:
         return engine.name
@@ -299,8 +378,15 @@ def main() -> None:
                         help="games for the one- vs two-worker pipeline runs")  # fmt: skip
     parser.add_argument("--worker-repeats", type=int, default=2,
                         help="alternating one/two-worker runs; best of each")  # fmt: skip
-    parser.add_argument("--parts", default="nodes,time,workers",
-                        help="comma-separated subset of nodes,time,workers")  # fmt: skip
+    parser.add_argument("--parts", default="nodes,time,modes,workers",
+                        help="comma-separated subset of nodes,time,modes,workers")  # fmt: skip
+    parser.add_argument("--mode-boards", type=int, default=60,
+                        help="boards for the modes' costs")  # fmt: skip
+    parser.add_argument("--av-nodes", type=int, default=2000,
+                        help="nodes per move searched for full action values")  # fmt: skip
+    parser.add_argument("--search-nodes", default="2000,20000",
+                        help="comma-separated node limits of the one-search mode")  # fmt: skip
+    parser.add_argument("--multipv", type=int, default=4, help="K of the multipv runs")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
 
@@ -321,6 +407,11 @@ def main() -> None:
         result["time_0.05"] = client_rate(
             path, boards[: args.time_boards], Limit.parse("time=0.05")
         )
+    if "modes" in parts:
+        result["modes"] = mode_rounds(
+            path, fens[: args.mode_boards], args.rounds, args.av_nodes,
+            [int(n) for n in args.search_nodes.split(",")], args.multipv,
+        )  # fmt: skip
     if "workers" in parts:
         games_text, _ = games_and_boards(source, args.pipeline_games)
         games_path = os.path.join(workdir, "games.pgn")

@@ -37,6 +37,9 @@ def _build() -> tuple[str, ...]:
 
 ACTIONS: tuple[str, ...] = _build()
 NUM_ACTIONS = len(ACTIONS)  # 1968
+# The most legal moves any reachable chess position has (R6R/3Q4/1Q4Q1/4Q3/2Q4Q/Q4Q2/pp1Q4/kBNN1KB1
+# w - - 0 1, Petrović 1964): the most rows a policy ever scores for one board.
+MAX_LEGAL_MOVES = 218
 ACTION_TO_INDEX: dict[str, int] = {move: i for i, move in enumerate(ACTIONS)}
 
 _ACTION_ARRAY = np.array(ACTIONS)

@@ -11,6 +11,10 @@ Version 2 (this code writes it) added, so that data made elsewhere fits the same
   boards out unless asked, because a model that only ever sees good moves learns that every
   move is good.
 - `source`: where the values come from (SOURCES below), next to `engine` and `limit`.
+  `limit` is the search behind the values: `nodes=2000` or `time=0.05` per move searched
+  (every legal move valued alone); `search:nodes=20000,multipv=4` for the annotator's cheap
+  mode, one unrestricted search whose K best lines give K values (a partial row unless they
+  are all the legal moves); `depth=D,knodes=K` for Lichess evaluations.
 - `win_probs` and `state_win_prob` became float64, so imported values (ChessBench stores
   float64) are kept exactly and export back unchanged; `state_win_prob` became nullable for
   boards that only have a best move (ChessBench behavioural-cloning records).
@@ -61,6 +65,9 @@ JOURNAL_RUN_FILE = "run.json"
 JOURNAL_PART_PREFIX = "part"
 JOURNAL_PART_SUFFIX = ".parquet"
 JOURNAL_PART_PATTERN = f"{JOURNAL_PART_PREFIX}-*{JOURNAL_PART_SUFFIX}"
+# Held (flock) by the run writing a split (pipeline/split_lock.py), in the meta folder;
+# deleted when it ends.
+LOCK_FILE = "lock"
 
 # Small row groups keep random access cheap: a reader decodes one group to reach a row.
 ROW_GROUP_SIZE = 1024
@@ -226,6 +233,11 @@ def failures_dir(split_dir: str) -> str:
 def journal_path(split_dir: str) -> str:
     """Where an unfinished annotate run keeps its journal."""
     return _join(meta_dir(split_dir), JOURNAL_DIR)
+
+
+def lock_path(split_dir: str) -> str:
+    """The file a run writing the split holds locked (a local split's)."""
+    return _join(meta_dir(split_dir), LOCK_FILE)
 
 
 def import_path(split_dir: str) -> str:

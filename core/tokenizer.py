@@ -20,6 +20,8 @@ SEQUENCE_LENGTH = 77
 
 _CASTLING_WIDTH = 4
 _CLOCK_WIDTH = 3
+# The largest halfmove clock or fullmove number the layout holds.
+MAX_CLOCK = 10**_CLOCK_WIDTH - 1
 
 # Byte -> token; -1 marks a byte outside the vocabulary.
 _LUT = np.full(256, -1, dtype=np.int32)
@@ -214,3 +216,34 @@ def detokenize(tokens: np.ndarray) -> str:
     if tokens.shape != (SEQUENCE_LENGTH,):
         raise ValueError(f"expected {SEQUENCE_LENGTH} tokens, got shape {tokens.shape}")
     return "".join(VOCABULARY[t] for t in tokens)
+
+
+def fen_from_tokens(tokens: np.ndarray) -> str:
+    """The FEN a token vector stands for: the inverse of tokenize (ValueError for a shape
+    other than (77,) or tokens no FEN makes)."""
+    text = detokenize(tokens)
+    turn, squares = text[0], text[1:65]
+    castling, en_passant = text[65:69], text[69:71]
+    halfmove, fullmove = text[71:74], text[74:77]
+    ranks = []
+    for rank in range(8):
+        row, empty = "", 0
+        for char in squares[8 * rank : 8 * rank + 8]:
+            if char == ".":
+                empty += 1
+                continue
+            row += (str(empty) if empty else "") + char
+            empty = 0
+        ranks.append(row + (str(empty) if empty else ""))
+    fen = " ".join(
+        (
+            "/".join(ranks),
+            turn,
+            castling.replace(".", "") or "-",
+            "-" if en_passant == ".." else en_passant,
+            halfmove.replace(".", ""),
+            fullmove.replace(".", ""),
+        )
+    )
+    _fixed_width(fen)  # refuses what tokenize would refuse
+    return fen

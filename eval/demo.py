@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from core.interrupts import exit_code, interrupted
 from core.schema import find_stats
 from core.schema import stats_path as schema_stats_path
 
@@ -150,8 +151,9 @@ def train(config: DemoConfig, log: StepLog) -> dict:
             shutil.rmtree(config.run)
         started = time.monotonic()
         result = train_model(model_config, config.run)
-        if result.stopped_early:
-            raise SystemExit("training stopped early; run the demo again to resume it")
+        if result.stopped_early:  # by SIGTERM or Ctrl-C, with a checkpoint
+            print("training stopped early; run the demo again to resume it", file=sys.stderr)
+            raise SystemExit(exit_code(result.stop_signal) if result.stop_signal else 1)
         log.mark("train", key)
         print(f"trained {result.step} steps in {time.monotonic() - started:.0f}s")
     else:
@@ -371,7 +373,10 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         engine=args.engine,
     )
-    print_summary(run(config, fresh=args.fresh))
+    try:
+        print_summary(run(config, fresh=args.fresh))
+    except KeyboardInterrupt:
+        return interrupted("demo: interrupted; run it again: finished steps are reused")
     return 0
 
 

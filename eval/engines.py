@@ -1,4 +1,5 @@
-"""Agents that choose moves: one Protocol for neural policies, Stockfish and a random mover.
+"""Agents that choose moves: one Protocol for neural policies (with or without a tree search),
+Stockfish, a random mover and a one-ply material counter (`greedy`, the floor a model must beat).
 
 Every agent is a context manager and closes its processes in `close()`, never in `__del__`.
 An agent receives the whole `chess.Board`, move stack included, so it can see repetitions.
@@ -6,10 +7,11 @@ An agent receives the whole `chess.Board`, move stack included, so it can see re
 Agents are named on command lines by a spec, `KIND[:OPTIONS]`, OPTIONS being comma-separated
 `key=value` pairs (see `SPEC_HELP`, printed by every CLI's --help):
 
-    random                      random:seed=3
+    random                      random:seed=3               greedy
     stockfish:nodes=100000      stockfish:time=0.1,threads=1      stockfish:depth=12,skill=5
     oracle:nodes=2000           oracle:time=0.05
     neural:runs/small           neural:runs/small,temperature=0.5,ema=false,seed=1
+    mcts:runs/small,sims=256    mcts:runs/bc,value=runs/sv,batch=8,contempt=5
 """
 
 from __future__ import annotations
@@ -18,14 +20,19 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import Protocol, runtime_checkable
 
 import chess
 import chess.engine
 import numpy as np
 
+from core.actions import move_to_index
 from core.engine_path import find_engine
+from core.interrupts import sigint_deferred
 from core.values import win_probability
+from eval.evaluators import DEFAULT_PRIOR_TEMPERATURE, LeafEvaluator, make_evaluator
+from eval.mcts import DEFAULT_CPUCT, DEFAULT_SIMS, SearchConfig, SearchLimit, TreeSearch
 
 
 @runtime_checkable
@@ -91,6 +98,74 @@ class RandomAgent(AgentBase):
         return self._rng.choice(_legal_moves(board))
 
 
+# --- greedy: one ply of material ---------------------------------------------------------
+
+# The standard piece values; the king is never captured, so it counts nothing.
+PIECE_VALUES = {
+    chess.PAWN: 1,
+    chess.KNIGHT: 3,
+    chess.BISHOP: 3,
+    chess.ROOK: 5,
+    chess.QUEEN: 9,
+    chess.KING: 0,
+}
+
+
+def material_balance(board: chess.Board, color: chess.Color) -> int:
+    """`color`'s material minus the opponent's, in PIECE_VALUES."""
+    total = 0
+    for piece_type, value in PIECE_VALUES.items():
+        total += value * (
+            len(board.pieces(piece_type, color)) - len(board.pieces(piece_type, not color))
+        )
+    return total
+
+
+def material_gain(board: chess.Board, move: chess.Move) -> int:
+    """How much `move` changes the mover's material balance: the piece it captures (the pawn
+    behind the target square for en passant) plus, for a promotion, the new piece less the
+    pawn. Castling and quiet moves gain 0. Replies are not looked at."""
+    gain = 0
+    if board.is_en_passant(move):
+        gain += PIECE_VALUES[chess.PAWN]
+    else:
+        captured = board.piece_at(move.to_square)
+        if captured is not None and captured.color != board.turn:
+            gain += PIECE_VALUES[captured.piece_type]
+    if move.promotion is not None:
+        gain += PIECE_VALUES[move.promotion] - PIECE_VALUES[chess.PAWN]
+    return gain
+
+
+def greedy_move(board: chess.Board) -> chess.Move:
+    """A mate in one if the board has one, else the move that leaves the mover the best
+    material balance (`material_gain`); ties go to the first move in action-space order.
+
+    One ply and nothing else: a capture of a defended piece counts as a win, stalemating
+    the opponent or allowing a mate in reply are not seen. The paper's tables have no such
+    floor; this is the least a model that "plays chess" must beat.
+    """
+    moves = sorted(_legal_moves(board), key=move_to_index)
+    for move in moves:
+        board.push(move)
+        mate = board.is_checkmate()
+        board.pop()
+        if mate:
+            return move
+    gains = [material_gain(board, move) for move in moves]
+    return moves[gains.index(max(gains))]
+
+
+class GreedyAgent(AgentBase):
+    """Plays `greedy_move`: deterministic, no engine, no state between positions."""
+
+    def __init__(self, name: str = "greedy"):
+        self.name = name
+
+    def choose_move(self, board: chess.Board) -> chess.Move:
+        return greedy_move(board)
+
+
 # --- Stockfish ---------------------------------------------------------------------------
 
 
@@ -140,20 +215,14 @@ class _UciProcess:
         self._start()
 
     def _start(self) -> None:
-        engine = chess.engine.SimpleEngine.popen_uci(self.path)
-        try:
-            options: dict[str, str | int | bool] = {
-                "Threads": self.settings.threads,
-                "Hash": self.settings.hash_mb,
-            }
-            if self.settings.skill is not None:
-                options["Skill Level"] = self.settings.skill
-            options.update(self.settings.extra_options)
-            engine.configure({k: v for k, v in options.items() if k in engine.options})
-        except BaseException:
-            _shut_down(engine)
-            raise
-        self._engine = engine
+        options: dict[str, str | int | bool] = {
+            "Threads": self.settings.threads,
+            "Hash": self.settings.hash_mb,
+        }
+        if self.settings.skill is not None:
+            options["Skill Level"] = self.settings.skill
+        options.update(self.settings.extra_options)
+        self._engine = start_engine(self.path, options)
 
     @property
     def pid(self) -> int | None:
@@ -176,6 +245,22 @@ class _UciProcess:
         if self._engine is not None:
             engine, self._engine = self._engine, None
             _shut_down(engine)
+
+
+def start_engine(path: str, options: dict[str, str | int | bool]) -> chess.engine.SimpleEngine:
+    """A running UCI engine with those of `options` it has. Ctrl-C while it starts is
+    deferred to the end, where it shuts the engine down before it propagates: an engine
+    half-started by python-chess would keep the process from exiting."""
+    engine = None
+    try:
+        with sigint_deferred():
+            engine = chess.engine.SimpleEngine.popen_uci(path)
+            engine.configure({k: v for k, v in options.items() if k in engine.options})
+    except BaseException:
+        if engine is not None:
+            _shut_down(engine)
+        raise
+    return engine
 
 
 def _shut_down(engine: chess.engine.SimpleEngine, timeout: float = 10.0) -> None:
@@ -256,8 +341,6 @@ class StockfishOracleAgent(_EngineAgent):
 
     def move_values(self, board: chess.Board) -> list[RootMoveValue]:
         """Every legal move's value, in action-space order."""
-        from core.actions import move_to_index
-
         moves = sorted(_legal_moves(board), key=move_to_index)
         values = []
         for move in moves:
@@ -326,8 +409,11 @@ def pick_index(
     if temperature == 0:
         return int(np.argmax(scores))
     logits = np.log(np.maximum(scores, 1e-30)) if target == "bc" else scores
-    logits = logits / temperature
-    weights = np.exp(logits - logits.max())
+    # Shift before dividing: every exponent is then <= 0 and the best is exactly 0, so a
+    # tiny temperature (1e-320) drives the others to -inf (weight 0) instead of turning
+    # scores / temperature into inf - inf = NaN, and a huge one gives uniform weights.
+    with np.errstate(over="ignore", under="ignore"):
+        weights = np.exp((logits - logits.max()) / temperature)
     return int(rng.choice(scores.size, p=weights / weights.sum()))
 
 
@@ -378,11 +464,78 @@ class NeuralAgent(AgentBase):
         )
 
 
+class MctsAgent(AgentBase):
+    """A model searching with PUCT or search-contempt (eval/mcts.py) before each move.
+
+    The tree is kept between the moves of a game (a position continuing the last one reuses
+    its subtree) and dropped by `new_game`. Each game draws search-contempt's samples from
+    its own stream (seed, game number), so a game does not depend on the ones before it.
+    """
+
+    def __init__(
+        self,
+        evaluator: LeafEvaluator,
+        config: SearchConfig | None = None,
+        sims: int | None = DEFAULT_SIMS,
+        time: float | None = None,
+        seed: int = 0,
+        reuse: bool = True,
+        name: str = "mcts",
+    ):
+        if sims is None and time is None:
+            raise ValueError("an mcts agent needs sims or time")
+        if time is not None and not 0 < time < math.inf:
+            raise ValueError(f"time must be finite and > 0 seconds, got {time}")
+        self.sims = sims
+        self.time = time
+        self.seed = seed
+        self.reuse = reuse
+        self.name = name
+        self.target = evaluator.target
+        self.search = TreeSearch(evaluator, config or SearchConfig(), np.random.default_rng(seed))
+        self._games = 0
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str,
+        value_path: str | None = None,
+        use_ema: bool = True,
+        prior_temperature: float = DEFAULT_PRIOR_TEMPERATURE,
+        **kwargs,
+    ) -> MctsAgent:
+        """The agent for a run dir or checkpoint (and, for a BC policy, its value model's);
+        the other keyword arguments are the constructor's."""
+        from model.predictor import Predictor
+
+        predictor = Predictor.from_checkpoint(path, use_ema=use_ema)
+        value = Predictor.from_checkpoint(value_path, use_ema=use_ema) if value_path else None
+        return cls(make_evaluator(predictor, value, prior_temperature), **kwargs)
+
+    def new_game(self) -> None:
+        self._games += 1
+        self.search.clear()
+        self.search.rng = np.random.default_rng([self.seed, self._games])
+
+    def choose_move(self, board: chess.Board) -> chess.Move:
+        _legal_moves(board)
+        if not self.reuse:
+            self.search.clear()
+        self.search.set_position(board)
+        deadline = None if self.time is None else monotonic() + self.time
+        self.search.run(SearchLimit(sims=self.sims, deadline=deadline))
+        return self.search.best_move()
+
+
 # --- specs -------------------------------------------------------------------------------
 
-SPEC_HELP = """\
+SPEC_HELP = f"""\
 Agent specs are KIND[:OPTIONS], OPTIONS comma-separated key=value pairs:
   random[:seed=N]                      uniformly random legal moves (seed 0 by default)
+  greedy                               a mate in one if there is one, else the move that
+                                       leaves the best material balance (P1 N3 B3 R5 Q9, the
+                                       capture and any promotion counted, no reply looked
+                                       at); ties to the first move in action-space order
   stockfish:LIMIT[,OPTS]               Stockfish playing normally
   oracle:LIMIT[,OPTS]                  every legal move searched alone, best value wins
       LIMIT: nodes=N | time=SECONDS | depth=D (combinable)
@@ -392,17 +545,45 @@ Agent specs are KIND[:OPTIONS], OPTIONS comma-separated key=value pairs:
       OPTS:  ema=true|false (EMA params, default true), temperature=T (0 = argmax, default),
              seed=N (for sampling), repetition=true|false (value 0.5 for moves allowing a
              threefold claim; AV/SV only, default true)
+  mcts:CHECKPOINT[,OPTS]               the model searching with PUCT (AlphaZero) before each move
+      OPTS:  sims=N (playouts per move, default {DEFAULT_SIMS}; 0 = the model's own move),
+             time=SECONDS (per move, alone or with sims: whichever ends first),
+             cpuct=C (default {DEFAULT_CPUCT}),
+             batch=B (leaves per network call, default {SearchConfig.batch}),
+             contempt=N_SCL (search-contempt: the opponent's moves frozen after N_SCL visits),
+             value=CHECKPOINT (the value model a BC policy needs: AV or SV),
+             prior_temperature=T (AV/SV priors softmax(values/T); {DEFAULT_PRIOR_TEMPERATURE}),
+             ema=true|false, seed=N (contempt's sampling), reuse=true|false (keep the tree
+             between moves of a game, default true)
   any kind: name=LABEL (the label in tables and plots; default the spec itself)
-Examples: random:seed=3  stockfish:nodes=100000  oracle:time=0.05  neural:runs/small,temperature=0.5
+Examples: random:seed=3  greedy  stockfish:nodes=100000  oracle:time=0.05
+          neural:runs/small,temperature=0.5
+          mcts:runs/small,sims=256,cpuct=1.5,batch=8  mcts:runs/bc,value=runs/sv,contempt=5
 """
 
 _ENGINE_KEYS = {"nodes", "time", "depth", "threads", "hash", "skill", "engine", "name"}
 _ALLOWED = {
     "random": {"seed", "name"},
+    "greedy": {"name"},
     "stockfish": _ENGINE_KEYS,
     "oracle": _ENGINE_KEYS,
     "neural": {"path", "ema", "temperature", "seed", "repetition", "name"},
+    "mcts": {
+        "path",
+        "sims",
+        "time",
+        "cpuct",
+        "batch",
+        "contempt",
+        "value",
+        "prior_temperature",
+        "ema",
+        "seed",
+        "reuse",
+        "name",
+    },
 }
+_MODEL_KINDS = ("neural", "mcts")  # specs whose first item without `=` is the checkpoint
 
 
 @dataclass(frozen=True)
@@ -417,7 +598,8 @@ class AgentSpec:
 
 
 def parse_agent_spec(text: str) -> AgentSpec:
-    """`KIND[:k=v,k=v,...]` -> AgentSpec; for `neural` a first item without `=` is the path.
+    """`KIND[:k=v,k=v,...]` -> AgentSpec; for `neural` and `mcts` a first item without `=` is
+    the checkpoint.
 
     ValueError naming the spec and the problem for an unknown kind, an unknown or repeated
     option, or an item that is not key=value.
@@ -430,7 +612,7 @@ def parse_agent_spec(text: str) -> AgentSpec:
     items = [item.strip() for item in rest.split(",")] if rest.strip() else []
     for position, item in enumerate(items):
         if "=" not in item:
-            if kind == "neural" and position == 0 and item:
+            if kind in _MODEL_KINDS and position == 0 and item:
                 key, value = "path", item
             else:
                 raise ValueError(f"agent spec {text!r}: {item!r} is not key=value")
@@ -445,8 +627,8 @@ def parse_agent_spec(text: str) -> AgentSpec:
         if key in options:
             raise ValueError(f"agent spec {text!r}: option {key!r} given twice")
         options[key] = value
-    if kind == "neural" and not options.get("path"):
-        raise ValueError(f"agent spec {text!r}: neural needs a checkpoint, e.g. neural:runs/small")
+    if kind in _MODEL_KINDS and not options.get("path"):
+        raise ValueError(f"agent spec {text!r}: {kind} needs a checkpoint, e.g. {kind}:runs/small")
     spec = AgentSpec(kind, options, text.strip())
     _agent_arguments(spec, engine_path=None)  # bad values fail here, before anything starts
     return spec
@@ -495,8 +677,12 @@ def _agent_arguments(spec: AgentSpec, engine_path: str | None) -> dict:
     """The keyword arguments of the spec's agent class, every value checked."""
     if spec.kind == "random":
         return {"seed": _number(spec, "seed", int, 0), "name": spec.label}
+    if spec.kind == "greedy":
+        return {"name": spec.label}
     if spec.kind in ("stockfish", "oracle"):
         return {"settings": engine_settings(spec, engine_path), "name": spec.label}
+    if spec.kind == "mcts":
+        return _mcts_arguments(spec)
     temperature = _number(spec, "temperature", float, 0.0)
     if not 0 <= temperature < math.inf:
         raise ValueError(f"agent spec {spec.text!r}: temperature must be finite and >= 0")
@@ -510,6 +696,41 @@ def _agent_arguments(spec: AgentSpec, engine_path: str | None) -> dict:
     }
 
 
+def _mcts_arguments(spec: AgentSpec) -> dict:
+    sims = _number(spec, "sims", int)
+    time = _number(spec, "time", float)
+    if sims is None and time is None:
+        sims = DEFAULT_SIMS
+    contempt = _number(spec, "contempt", int)
+    prior_temperature = _number(spec, "prior_temperature", float, DEFAULT_PRIOR_TEMPERATURE)
+    try:
+        config = SearchConfig(
+            cpuct=_number(spec, "cpuct", float, DEFAULT_CPUCT),
+            batch=_number(spec, "batch", int, SearchConfig.batch),
+            contempt=contempt,
+        )
+        if sims is not None and sims < 0:
+            raise ValueError(f"sims must be >= 0, got {sims}")
+        if time is not None and not 0 < time < math.inf:
+            raise ValueError(f"time must be finite and > 0 seconds, got {time}")
+        if not 0 < prior_temperature < math.inf:
+            raise ValueError(f"prior_temperature must be finite and > 0, got {prior_temperature}")
+    except ValueError as e:
+        raise ValueError(f"agent spec {spec.text!r}: {e}") from None
+    return {
+        "path": spec.options["path"],
+        "value_path": spec.options.get("value") or None,
+        "use_ema": _flag(spec, "ema", True),
+        "prior_temperature": prior_temperature,
+        "config": config,
+        "sims": sims,
+        "time": time,
+        "seed": _number(spec, "seed", int, 0),
+        "reuse": _flag(spec, "reuse", True),
+        "name": spec.label,
+    }
+
+
 def make_agent(spec: str | AgentSpec, engine_path: str | None = None) -> AgentBase:
     """Builds the agent a spec names (see SPEC_HELP). `engine_path` is the CLI's --engine,
     used by Stockfish agents whose spec has no `engine=` option. ValueError for a bad spec,
@@ -519,8 +740,12 @@ def make_agent(spec: str | AgentSpec, engine_path: str | None = None) -> AgentBa
     arguments = _agent_arguments(spec, engine_path)
     if spec.kind == "random":
         return RandomAgent(**arguments)
+    if spec.kind == "greedy":
+        return GreedyAgent(**arguments)
     if spec.kind == "stockfish":
         return StockfishAgent(**arguments)
     if spec.kind == "oracle":
         return StockfishOracleAgent(**arguments)
+    if spec.kind == "mcts":
+        return MctsAgent.from_checkpoint(**arguments)
     return NeuralAgent.from_checkpoint(arguments.pop("path"), arguments.pop("use_ema"), **arguments)

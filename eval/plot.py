@@ -122,6 +122,21 @@ def _is_metrics(path: str) -> bool:
     return path.endswith(".jsonl") or os.path.isdir(path)
 
 
+def read_agents(path: str) -> list[dict]:
+    """The per-agent results of an eval.puzzles JSON file; ValueError naming the file if it
+    cannot be read or is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            agents = json.load(f)["agents"]
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    except (ValueError, KeyError, TypeError):  # not JSON (or not text), or not its shape
+        agents = None
+    if not isinstance(agents, list) or not all(isinstance(a, dict) for a in agents):
+        raise ValueError(f"{path} is not an eval.puzzles result (JSON with an 'agents' list)")
+    return agents
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m eval.plot",
@@ -148,10 +163,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
-    agents = []
-    for path in args.results:
-        with open(path) as f:
-            agents.extend(json.load(f)["agents"])
+    try:
+        agents = [agent for path in args.results for agent in read_agents(path)]
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     plot_puzzle_accuracy(agents, args.out, args.title)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

@@ -9,48 +9,29 @@ solves the puzzle (Lichess accepts every mate). Anything else fails it.
         --puzzles puzzles.csv[.zst] --num 500 --out results/puzzles.json --plot results/puzzles.png
 
 The CSV may have the Lichess header (`PuzzleId,FEN,Moves,Rating,...`, 10 or 11 columns) or none:
-then 3 columns are `FEN,Moves,Rating` and 10 or more the Lichess order. Malformed rows (bad
-FEN, illegal or missing moves, no rating, wrong column count) are reported with their line
-number and skipped.
+then 3 columns are `FEN,Moves,Rating` and 10 or more the Lichess order (read by
+core/eval_sets.py). Malformed rows (bad FEN, illegal or missing moves, no rating, wrong column
+count) are reported with their line number and skipped.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import TextIO
 
 import chess
 
+from core.eval_sets import Puzzle, read_puzzles
+from core.interrupts import interrupted
 from core.progress import Progress
 from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
 
 DEFAULT_BUCKET_WIDTH = 400
-LICHESS_COLUMNS = ("PuzzleId", "FEN", "Moves", "Rating")  # the first four, in this order
-SHORT_COLUMNS = ("FEN", "Moves", "Rating")  # a header-less 3-column file
-
-
-@dataclass(frozen=True)
-class Puzzle:
-    line: int  # 1-based line of the record in its file
-    fen: str
-    moves: tuple[str, ...]  # UCI; moves[0] is the opponent's setup move
-    rating: int
-    puzzle_id: str = ""
-    themes: str = ""
-
-
-@dataclass(frozen=True)
-class SkippedRow:
-    line: int
-    error: str
 
 
 @dataclass(frozen=True)
@@ -59,133 +40,6 @@ class PuzzleOutcome:
     played: tuple[str, ...]  # the agent's moves, in order
     reason: str  # "solution", "alternative mate", "wrong move", "illegal move"
     failed_at: int | None = None  # index in Puzzle.moves of the move the agent missed
-
-
-# --- reading -----------------------------------------------------------------------------
-
-
-def open_text(path: str) -> TextIO:
-    """A text stream over `path`, decompressing `.zst` on the fly."""
-    if path.endswith(".zst"):
-        import zstandard
-
-        raw = open(path, "rb")
-        stream = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-        return io.TextIOWrapper(stream, encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
-
-
-def _is_header(row: list[str]) -> bool:
-    names = {cell.strip().lower() for cell in row}
-    return bool(names & {name.lower() for name in LICHESS_COLUMNS})
-
-
-def _header_columns(row: list[str], path: str) -> dict[str, int]:
-    """Column positions by name (case-insensitive); ValueError if FEN, Moves or Rating lacks."""
-    names = {cell.strip().lower(): i for i, cell in enumerate(row)}
-    columns = {
-        name: names[name.lower()] for name in (*LICHESS_COLUMNS, "Themes") if name.lower() in names
-    }
-    missing = [name for name in SHORT_COLUMNS if name not in columns]
-    if missing:
-        raise ValueError(f"{path}: header {row} lacks the column(s) {missing}")
-    return columns
-
-
-def _columns_for(row: list[str], header: dict[str, int] | None) -> dict[str, int]:
-    if header is not None:
-        return header
-    if len(row) == len(SHORT_COLUMNS):
-        return {name: i for i, name in enumerate(SHORT_COLUMNS)}
-    if len(row) >= 10:
-        columns = {name: i for i, name in enumerate(LICHESS_COLUMNS)}
-        columns["Themes"] = 7
-        return columns
-    raise ValueError(
-        f"{len(row)} columns: without a header a row needs 3 (FEN,Moves,Rating) "
-        "or the Lichess 10+ (PuzzleId,FEN,Moves,Rating,...)"
-    )
-
-
-def parse_puzzle(row: list[str], columns: dict[str, int], line: int) -> Puzzle:
-    """One CSV record -> Puzzle, checking the FEN and that every move is legal in turn.
-
-    ValueError saying what is wrong (the caller adds the file and line).
-    """
-
-    def cell(name: str) -> str:
-        index = columns.get(name)
-        if index is None or index >= len(row):
-            raise ValueError(f"no {name} column ({len(row)} fields)")
-        return row[index].strip()
-
-    fen = cell("FEN")
-    moves = tuple(cell("Moves").split())
-    rating_text = cell("Rating")
-    try:
-        rating = int(float(rating_text))
-    except ValueError:
-        raise ValueError(f"rating {rating_text!r} is not a number") from None
-    if len(moves) < 2:
-        raise ValueError(f"needs the setup move and at least one solution move, got {moves}")
-    try:
-        board = chess.Board(fen)
-    except ValueError as e:
-        raise ValueError(f"bad FEN {fen!r}: {e}") from None
-    for ply, uci in enumerate(moves):
-        try:
-            board.push_uci(uci)
-        except ValueError:
-            raise ValueError(f"move {ply} {uci!r} is not legal after {moves[:ply]}") from None
-    return Puzzle(
-        line=line,
-        fen=fen,
-        moves=moves,
-        rating=rating,
-        puzzle_id=row[columns["PuzzleId"]].strip() if "PuzzleId" in columns else "",
-        themes=row[columns["Themes"]].strip()
-        if "Themes" in columns and columns["Themes"] < len(row)
-        else "",
-    )
-
-
-def iter_puzzles(path: str, skipped: list[SkippedRow] | None = None) -> Iterator[Puzzle]:
-    """The puzzles of a Lichess puzzle CSV (`.csv` or `.csv.zst`, header or none), in file
-    order. Malformed rows are appended to `skipped` (and reported on stderr when it is None)."""
-    with open_text(path) as stream:
-        reader = csv.reader(stream)
-        header: dict[str, int] | None = None
-        first = True
-        for row in reader:
-            line = reader.line_num
-            if not row or all(not cell.strip() for cell in row):
-                continue
-            if first:
-                first = False
-                if _is_header(row):
-                    header = _header_columns(row, path)
-                    continue
-            try:
-                yield parse_puzzle(row, _columns_for(row, header), line)
-            except ValueError as e:
-                record = SkippedRow(line, str(e))
-                if skipped is None:
-                    print(f"{path}:{line}: skipped: {e}", file=sys.stderr)
-                else:
-                    skipped.append(record)
-
-
-def read_puzzles(path: str, num: int | None = None) -> tuple[list[Puzzle], list[SkippedRow]]:
-    """The first `num` well-formed puzzles of `path` (all when None) and the rows skipped."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"puzzle file {path!r} does not exist")
-    skipped: list[SkippedRow] = []
-    puzzles: list[Puzzle] = []
-    for puzzle in iter_puzzles(path, skipped):
-        if num is not None and len(puzzles) >= num:
-            break
-        puzzles.append(puzzle)
-    return puzzles, skipped
 
 
 # --- solving -----------------------------------------------------------------------------
@@ -296,6 +150,15 @@ def summary_table(results: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return interrupted(
+            "puzzles: interrupted; the results are written only once every agent is done"
+        )
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m eval.puzzles",
         description="Puzzle accuracy of one or several agents on a Lichess puzzle CSV.",
@@ -317,9 +180,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--bucket-width must be >= 1")
     try:
         specs = [parse_agent_spec(s) for s in args.agent]
-        puzzles, skipped = read_puzzles(args.puzzles, args.num)
-    except (ValueError, FileNotFoundError) as e:
+    except ValueError as e:
         parser.error(str(e))
+    try:
+        puzzles, skipped = read_puzzles(args.puzzles, args.num)
+    except (ValueError, FileNotFoundError) as e:  # missing, not text, bad header
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     for row in skipped:
         print(f"{args.puzzles}:{row.line}: skipped: {row.error}", file=sys.stderr)
     if not puzzles:
@@ -331,7 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     results = []
     for spec in specs:
-        with make_agent(spec, engine_path=args.engine) as agent:
+        try:
+            agent = make_agent(spec, engine_path=args.engine)
+        except (ValueError, FileNotFoundError) as e:  # e.g. no such checkpoint, no engine
+            print(f"error: agent {spec.text!r}: {e}", file=sys.stderr)
+            return 2
+        with agent:
             result = evaluate(agent, puzzles, args.bucket_width, show_progress=not args.quiet)
         result["spec"] = spec.text
         results.append(result)

@@ -34,14 +34,15 @@ import chess.engine
 import chess.pgn
 
 from core.engine_path import find_engine
+from core.game_end import DRAW, Outcome, board_outcome
+from core.interrupts import interrupted
+from core.openings import Opening, choose_openings, load_openings
 from core.progress import Progress
 from eval.elo import EloConfig, GameResult, fit_elo, format_table
-from eval.engines import SPEC_HELP, Agent, make_agent
-from eval.openings import Opening, choose_openings, load_openings
+from eval.engines import SPEC_HELP, Agent, make_agent, start_engine
 
 PGN_NAME = "games.pgn"
 JSON_NAME = "tournament.json"
-DRAW = "1/2-1/2"
 
 
 # --- configuration -----------------------------------------------------------------------
@@ -114,32 +115,9 @@ class ScheduledGame:
     opening: Opening
 
 
-@dataclass(frozen=True)
-class Outcome:
-    result: str  # "1-0", "0-1" or "1/2-1/2"
-    termination: str
-
-
 def termination_kind(termination: str) -> str:
     """The reason without its details: "adjudication: Stockfish +1000 ..." -> "adjudication"."""
     return re.split(r"[:(]", termination)[0].strip()
-
-
-def board_outcome(board: chess.Board) -> Outcome | None:
-    """The game's end by the rules, draws counted once claimable on the board; else None."""
-    if board.is_checkmate():
-        return Outcome("0-1" if board.turn == chess.WHITE else "1-0", "checkmate")
-    if board.is_stalemate():
-        return Outcome(DRAW, "stalemate")
-    if board.is_insufficient_material():
-        return Outcome(DRAW, "insufficient material")
-    # A claim needs the position to have occurred three times: is_repetition looks at the
-    # actual history only (can_claim_threefold_repetition also tries every next move).
-    if board.is_repetition(3):
-        return Outcome(DRAW, "threefold repetition")
-    if board.halfmove_clock >= 100:
-        return Outcome(DRAW, "fifty-move rule")
-    return None
 
 
 class Adjudicator:
@@ -147,8 +125,7 @@ class Adjudicator:
 
     def __init__(self, config: AdjudicationConfig):
         self.config = config
-        self._engine = chess.engine.SimpleEngine.popen_uci(find_engine(config.engine))
-        self._engine.configure({"Threads": 1})
+        self._engine = start_engine(find_engine(config.engine), {"Threads": 1})
         self.new_game()
 
     def new_game(self) -> None:
@@ -417,6 +394,18 @@ def format_pairs(pairs: Sequence[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return _run(parser, args)
+    except KeyboardInterrupt:
+        return interrupted(
+            f"tournament: interrupted; the finished games are in {args.out}/{PGN_NAME}, "
+            "and the same command with --resume continues from them"
+        )
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m eval.tournament",
         description=__doc__.split("\n\n")[0],
@@ -449,8 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results/tournament", help="output directory")
     parser.add_argument("--resume", action="store_true", help="keep finished games in --out")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         specs = list(args.agents)
         anchor = args.anchor
@@ -471,7 +462,10 @@ def main(argv: list[str] | None = None) -> int:
     agents: list[Agent] = []
     try:
         for spec in specs:
-            agents.append(make_agent(spec, engine_path=args.engine))
+            try:
+                agents.append(make_agent(spec, engine_path=args.engine))
+            except FileNotFoundError as e:  # a neural agent's checkpoint, an engine
+                raise ValueError(f"agent {spec!r}: {e}") from None
         names = [a.name for a in agents]
         if anchor is not None and anchor not in names:
             # Accept the spec text too: `--anchor random` for the agent built from `random`.
@@ -489,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
             resume=args.resume,
             progress=not args.quiet,
         )
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:  # e.g. a bad spec, no such checkpoint
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:

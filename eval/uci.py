@@ -1,65 +1,84 @@
-"""A UCI engine for a trained model (AV, SV or BC): plug it into any GUI or tournament manager.
+"""A UCI engine for a trained model (AV, SV or BC): plug it into a chess GUI, Cute Chess,
+fastchess or lichess-bot.
 
-    python -m eval.uci --checkpoint runs/small        # or the console script searchless-uci
+    searchless-uci                                 # the default model, models/cpu
+    searchless-uci --checkpoint runs/small         # or: setoption name WeightsFile value ...
+    python -m eval.uci --checkpoint runs/small     # the same
 
-It has no search, so `go` answers at once whatever the time control; `go infinite` and
-`go ponder` hold the answer until `stop` (or `ponderhit`). `position` keeps the whole move
-list it is given, so the model sees repetitions (the paper's repetition workaround needs
-them). Options: `Temperature` (0 = argmax; above 0 samples a softmax), `RepetitionWorkaround`
-(value 0.5 for a move that lets the opponent claim a threefold draw; AV/SV only), `UseEMA`
-(the EMA parameters, as evaluated in the paper) and `Seed` (for sampling).
+A relative model path is looked for in the directory the engine was started from, then in
+the project's checkout (core/paths.py), so a GUI may start it from anywhere. With no model
+to be had the engine still runs: `isready` reports `info string error: no model ...` and each
+`go` says so again and plays a uniformly random legal move, so that a GUI or tournament
+carries on instead of losing the engine.
 
-Malformed input (an unknown command, an illegal move in `position`, a FEN that does not
-parse, a bad option value) is answered with `info string error: ...` and the engine keeps
-running; a `position` command with an error leaves the previous position unchanged.
+The model is loaded, and every batch shape a move can need is compiled, at the first
+`isready`, `ucinewgame` or `go`: no move waits for XLA. It has no search, so `go` answers at
+once whatever the limits (the time budget, with Move Overhead kept back, is computed for the
+search to come, eval/uci_go.py); `go infinite` holds the `bestmove` until `stop`, and `go
+ponder` holds its info line and `bestmove` until `ponderhit` or `stop`. With `Ponder` on,
+`bestmove` names the reply the model expects (`bestmove e2e4 ponder e7e5`). `position` keeps
+the whole move list, so the model sees repetitions. The info line gives the chosen move's
+value: `score cp` (the inverse of the win-probability formula; `score mate 1` for a move that
+mates) and, with `UCI_ShowWDL`, `wdl W D L` per mille. The options: eval/uci_options.py.
 
-The protocol loop (`UciEngine`) takes any agent factory, so it is tested with the real random
-and Stockfish agents (the hidden `--agent SPEC` flag) as well as with a trained model.
+Malformed input (an unknown command, an illegal move or bad FEN in `position`, a bad option
+value, a bad `go` parameter) is answered with `info string error: ...` and the engine keeps
+running: a `position` with an error leaves the previous position, a rejected `setoption`
+the previous value, and every `go` gets its `bestmove`. A board's halfmove clock or fullmove
+number above 999 is read by the model as 999 (model/predictor.py). `quit` or the end of
+input ends the engine with status 0; Ctrl-C (SIGINT) prints one line and exits with 130.
+
+The protocol loop (`UciEngine`) takes any factory of move choosers (eval/uci_choosers.py), so
+it is tested with the real random and Stockfish agents (the hidden `--agent SPEC` flag) as well
+as with a trained model; a search will plug in as one more chooser.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
+import random
+import re
 import sys
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+import time
+from collections.abc import Iterable
 from typing import TextIO
 
 import chess
-import numpy as np
 
+from core.paths import resolve_path
 from core.values import LICHESS_CP_SCALE
-from eval.engines import Agent, NeuralAgent, make_agent, pick_index
+from eval.engines import RandomAgent
+from eval.uci_choosers import (
+    AgentChooser,
+    AgentFactory,
+    ChooserFactory,
+    Decision,
+    ModelUnavailable,
+    MoveChooser,
+    MoveRequest,
+    NeuralFactory,
+    label,
+)
+from eval.uci_go import GoParams, parse_go, time_budget
+from eval.uci_options import (
+    DEFAULT_WEIGHTS,
+    UciError,
+    UciOptions,
+    find_option,
+    option_lines,
+    parse_value,
+    with_option,
+)
 
+ENGINE_NAME = "searchless-chess"
 ENGINE_AUTHOR = "searchless-chess authors"
-VALUE_TARGETS = ("av", "sv")
 # Centipawns reported for a win probability of 0 or 1 (the inverse Lichess formula diverges).
 MAX_REPORTED_CP = 10_000
-
-
-@dataclass(frozen=True)
-class UciOptions:
-    temperature: float = 0.0
-    repetition_workaround: bool = True
-    use_ema: bool = True
-    seed: int = 0
-
-
-AgentFactory = Callable[[UciOptions], Agent]
-
-
-class UciError(ValueError):
-    """Malformed input; reported as `info string error: ...`."""
-
-
-def _bool(value: str) -> bool:
-    if value.lower() in ("true", "1", "on", "yes"):
-        return True
-    if value.lower() in ("false", "0", "off", "no"):
-        return False
-    raise UciError(f"{value!r} is not true or false")
+EXIT_INTERRUPTED = 130
+_SETOPTION = re.compile(r"name\s+(?P<name>.+?)(?:\s+value(?:\s+(?P<value>.*))?)?")
 
 
 def win_prob_to_cp(p: float) -> int:
@@ -70,18 +89,23 @@ def win_prob_to_cp(p: float) -> int:
     return int(round(max(-MAX_REPORTED_CP, min(MAX_REPORTED_CP, cp))))
 
 
+def wdl_per_mille(p: float) -> tuple[int, int, int]:
+    """Win/draw/loss per mille for the model's win probability `p`. The model predicts an
+    expected score and no separate draw rate, so the draw share is 0 and W + D/2 = p."""
+    wins = int(round(1000 * min(1.0, max(0.0, p))))
+    return wins, 0, 1000 - wins
+
+
 def parse_position(args: list[str]) -> chess.Board:
     """`startpos|fen FEN [moves m1 m2 ...]` -> the board with every move on its stack."""
-    if not args:
-        raise UciError("position needs startpos or fen")
     if "moves" in args:
         split = args.index("moves")
         head, moves = args[:split], args[split + 1 :]
     else:
         head, moves = args, []
-    if head[0] == "startpos" and len(head) == 1:
+    if head == ["startpos"]:
         board = chess.Board()
-    elif head[0] == "fen" and len(head) > 1:
+    elif len(head) > 1 and head[0] == "fen":
         fen = " ".join(head[1:])
         try:
             board = chess.Board(fen)
@@ -93,32 +117,43 @@ def parse_position(args: list[str]) -> chess.Board:
         raise UciError(f"position needs startpos or fen FEN, got {' '.join(head)!r}")
     for uci in moves:
         try:
-            board.push(board.parse_uci(uci))
+            move = board.parse_uci(uci)
         except ValueError:
-            raise UciError(f"illegal move {uci!r} in position {board.fen()!r}") from None
+            move = None
+        # parse_uci lets the null move 0000 through; playing it can leave a king in check.
+        if not move:
+            raise UciError(f"illegal move {uci!r} in position {board.fen()!r}")
+        board.push(move)
     return board
 
 
+# --- the protocol ----------------------------------------------------------------------
+
+
 class UciEngine:
-    """The UCI protocol over one agent, built lazily by `factory` from the current options
-    (at `isready` or the first `go`, and again after `setoption` changed them)."""
+    """The UCI protocol over a move chooser, built by `factory` from the current options at
+    the first `isready`, `ucinewgame` or `go`, and again after an option it depends on
+    (UciOptions.policy_key) changed."""
 
     def __init__(
         self,
-        factory: AgentFactory,
+        factory: ChooserFactory,
         out: TextIO,
-        name: str = "searchless-chess",
-        defaults: UciOptions = UciOptions(),
+        name: str = ENGINE_NAME,
+        defaults: UciOptions | None = None,
+        start_dir: str | None = None,
     ):
         self.factory = factory
         self.out = out
         self.name = name
-        self.options = defaults
+        self.defaults = defaults or UciOptions()
+        self.options = self.defaults
+        self.start_dir = start_dir or os.getcwd()
         self.board = chess.Board()
-        self._agent: Agent | None = None
-        self._agent_options: UciOptions | None = None
-        self._pending: str | None = None  # bestmove held by `go infinite` / `go ponder`
-        self._rng = np.random.default_rng(defaults.seed)
+        self._chooser: MoveChooser | None = None
+        self._chooser_key: tuple | None = None
+        self._chooser_error: str | None = None  # why the chooser is the no-model fallback
+        self._held: list[str] = []  # output of `go ponder`/`go infinite` awaiting stop
 
     # --- output --------------------------------------------------------------------------
 
@@ -129,151 +164,198 @@ class UciEngine:
     def error(self, message: str) -> None:
         self.send(f"info string error: {' '.join(message.split())}")
 
-    # --- the agent -----------------------------------------------------------------------
+    # --- the move chooser ----------------------------------------------------------------
 
-    @property
-    def agent(self) -> Agent:
-        if self._agent is None or self._agent_options != self.options:
+    def chooser(self) -> MoveChooser:
+        key = self.options.policy_key()
+        if self._chooser is None or key != self._chooser_key:
             self.close()
-            self._agent = self.factory(self.options)
-            self._agent_options = self.options
-            self._rng = np.random.default_rng(self.options.seed)
-        return self._agent
+            self._chooser_key = key
+            try:
+                self._chooser = self.factory(self.options)
+                self._chooser_error = None
+            except ModelUnavailable as e:
+                self._chooser = AgentChooser(RandomAgent(seed=self.options.seed, name="random"))
+                self._chooser_error = str(e)
+        return self._chooser
 
     def close(self) -> None:
-        if self._agent is not None:
-            agent, self._agent = self._agent, None
-            agent.close()
+        if self._chooser is not None:
+            chooser, self._chooser = self._chooser, None
+            chooser.close()
 
-    def choose(self, board: chess.Board, allowed: set[chess.Move] | None) -> chess.Move:
-        """The agent's move, restricted to `allowed` (`go searchmoves`) when given; a neural
-        agent also reports its value of the move as `info ... score cp`."""
-        agent = self.agent
-        if isinstance(agent, NeuralAgent):
-            moves, scores = agent.scored_moves(board)
-            candidates = [
-                i for i, m in enumerate(moves) if not allowed or chess.Move.from_uci(m) in allowed
-            ]
-            sub = np.asarray(scores)[candidates]
-            i = candidates[pick_index(sub, agent.target, agent.temperature, self._rng)]
-            info = f"info depth 1 nodes {len(moves)}"
-            if agent.target in VALUE_TARGETS:
-                info += f" score cp {win_prob_to_cp(float(scores[i]))}"
-            self.send(f"{info} pv {moves[i]}")
-            return chess.Move.from_uci(moves[i])
-        move = agent.choose_move(board)
-        if allowed and move not in allowed:
-            move = min(allowed, key=lambda m: m.uci())
-        return move
+    def _decide(self, board: chess.Board, request: MoveRequest) -> Decision:
+        chooser = self.chooser()
+        if self._chooser_error:
+            self.error(f"{self._chooser_error}; playing a random legal move")
+        try:
+            return chooser.choose(board.copy(), request)
+        # The GUI waits for a bestmove whatever went wrong inside the model: answer it.
+        except Exception as e:
+            self.error(
+                f"{chooser.name} failed on {board.fen()!r} ({type(e).__name__}: {e}); "
+                "playing a random legal move"
+            )
+            moves = sorted(request.allowed or board.legal_moves, key=lambda m: m.uci())
+            return Decision(random.Random(self.options.seed).choice(moves))
+
+    def _ponder_move(self, board: chess.Board, move: chess.Move) -> chess.Move | None:
+        """The reply the chooser expects, when the game goes on after `move`."""
+        after = board.copy()
+        after.push(move)
+        if after.is_game_over(claim_draw=True):
+            return None
+        try:
+            return self.chooser().choose(after, MoveRequest()).move
+        except Exception as e:  # the move stands; a bestmove without ponder is valid UCI
+            self.error(f"no ponder move after {move.uci()} ({type(e).__name__}: {e})")
+            return None
+
+    def _info(self, board: chess.Board, decision: Decision, pv: list[chess.Move], secs: float):
+        after = board.copy(stack=False)
+        after.push(decision.move)
+        parts = ["info", f"depth {decision.depth}", "seldepth 1", "multipv 1"]
+        wdl = None
+        if after.is_checkmate():
+            parts.append("score mate 1")
+            wdl = (1000, 0, 0)
+        elif decision.win_prob is not None:
+            parts.append(f"score cp {win_prob_to_cp(decision.win_prob)}")
+            wdl = wdl_per_mille(decision.win_prob)
+        if wdl is not None and self.options.show_wdl:
+            parts.append("wdl {} {} {}".format(*wdl))
+        millis = int(round(secs * 1000))
+        parts += [
+            f"nodes {decision.nodes}",
+            f"nps {int(decision.nodes / max(secs, 1e-3))}",
+            f"time {millis}",
+            "pv",
+            *(m.uci() for m in pv),
+        ]
+        return " ".join(parts)
+
+    def answer(
+        self, board: chess.Board, go: GoParams, allowed: frozenset[chess.Move] | None
+    ) -> list[str]:
+        """The info line(s) and the `bestmove` line for `go` on `board`."""
+        if not any(board.legal_moves):
+            self.error(f"no legal move in {board.fen()!r}")
+            return ["bestmove 0000"]
+        start = time.perf_counter()
+        budget = time_budget(go, board.turn, self.options.move_overhead_ms)
+        decision = self._decide(board, MoveRequest(allowed, budget, go))
+        ponder = self._ponder_move(board, decision.move) if self.options.ponder else None
+        pv = [decision.move] + ([ponder] if ponder else [])
+        info = self._info(board, decision, pv, time.perf_counter() - start)
+        bestmove = f"bestmove {decision.move.uci()}" + (f" ponder {ponder.uci()}" if ponder else "")
+        return [info, bestmove]
 
     # --- commands ------------------------------------------------------------------------
 
-    def cmd_uci(self, args: list[str]) -> None:
-        o = UciOptions()
+    def cmd_uci(self, args: list[str], rest: str) -> None:
         self.send(f"id name {self.name}")
         self.send(f"id author {ENGINE_AUTHOR}")
-        self.send(f"option name Temperature type string default {o.temperature:g}")
-        self.send(
-            f"option name RepetitionWorkaround type check default "
-            f"{str(o.repetition_workaround).lower()}"
-        )
-        self.send(f"option name UseEMA type check default {str(o.use_ema).lower()}")
-        self.send(f"option name Seed type spin default {o.seed} min 0 max 2147483647")
+        for line in option_lines(self.defaults):
+            self.send(line)
         self.send("uciok")
 
-    def cmd_isready(self, args: list[str]) -> None:
-        self.agent  # noqa: B018 -- loads the model now, when GUIs expect the wait
+    def cmd_isready(self, args: list[str], rest: str) -> None:
+        self.chooser()  # loads and compiles the model now, when GUIs expect the wait
+        if self._chooser_error:
+            self.error(self._chooser_error)
         self.send("readyok")
 
-    def cmd_ucinewgame(self, args: list[str]) -> None:
+    def cmd_ucinewgame(self, args: list[str], rest: str) -> None:
         self.board = chess.Board()
-        self._pending = None
-        if self._agent is not None:
-            getattr(self._agent, "new_game", lambda: None)()
+        self.chooser().new_game()
 
-    def cmd_setoption(self, args: list[str]) -> None:
-        if not args or args[0] != "name":
+    def cmd_setoption(self, args: list[str], rest: str) -> None:
+        # From the raw text, not the words: a path may hold several spaces in a row.
+        match = _SETOPTION.fullmatch(rest.strip())
+        if match is None:
             raise UciError("setoption needs: name NAME [value VALUE]")
-        if "value" in args:
-            split = args.index("value")
-            name, value = " ".join(args[1:split]), " ".join(args[split + 1 :])
-        else:
-            name, value = " ".join(args[1:]), ""
-        key = name.lower().replace(" ", "")
-        if key == "temperature":
-            try:
-                t = float(value)
-            except ValueError:
-                raise UciError(f"Temperature {value!r} is not a number") from None
-            if not math.isfinite(t) or t < 0:
-                raise UciError(f"Temperature must be a finite number >= 0, got {value!r}")
-            self.options = replace(self.options, temperature=t)
-        elif key == "repetitionworkaround":
-            self.options = replace(self.options, repetition_workaround=_bool(value))
-        elif key == "useema":
-            self.options = replace(self.options, use_ema=_bool(value))
-        elif key == "seed":
-            try:
-                self.options = replace(self.options, seed=int(value))
-            except ValueError:
-                raise UciError(f"Seed {value!r} is not an integer") from None
-        else:
-            raise UciError(f"unknown option {name!r}")
+        name, value = match["name"], match["value"] or ""
+        spec = find_option(name)
+        parsed = parse_value(spec, value)
+        if spec.field == "weights":
+            resolved = resolve_path(parsed or DEFAULT_WEIGHTS, self.start_dir)
+            if resolved.path is None:
+                raise UciError(f"WeightsFile {resolved.describe_missing()}; kept the previous one")
+            parsed = resolved.path
+            self._chooser_key = None  # load it again even if the path is the same
+        elif spec.field == "threads" and isinstance(self.factory, NeuralFactory):
+            note = self.factory.threads_note(parsed)
+            if note:
+                self.send(f"info string {note}")
+        self.options = with_option(self.options, spec, parsed)
 
-    def cmd_position(self, args: list[str]) -> None:
+    def cmd_position(self, args: list[str], rest: str) -> None:
         self.board = parse_position(args)
 
-    def cmd_go(self, args: list[str]) -> None:
-        allowed: set[chess.Move] | None = None
-        if "searchmoves" in args:
-            allowed = set()
-            for token in args[args.index("searchmoves") + 1 :]:
+    def cmd_go(self, args: list[str], rest: str) -> None:
+        self._release()  # a `go` before the last one's `stop`: that one is answered first
+        go, problems = parse_go(args)
+        for problem in problems:
+            self.error(problem)
+        allowed = None
+        if go.searchmoves:
+            legal = set()
+            for token in go.searchmoves:
                 try:
                     move = chess.Move.from_uci(token)
                 except ValueError:
-                    break  # the next go parameter
-                if not self.board.is_legal(move):
-                    raise UciError(f"searchmoves: {token} is not legal here")
-                allowed.add(move)
-        if not any(self.board.legal_moves):
-            self.error(f"no legal move in {self.board.fen()!r}")
-            bestmove = "bestmove 0000"
+                    move = None
+                if move is None or not self.board.is_legal(move):
+                    self.error(f"searchmoves: {token!r} is not legal here; ignored")
+                else:
+                    legal.add(move)
+            allowed = frozenset(legal) or None
+        lines = self.answer(self.board, go, allowed)
+        if go.ponder:
+            self._held = lines
+        elif go.infinite:
+            for line in lines[:-1]:
+                self.send(line)
+            self._held = lines[-1:]
         else:
-            bestmove = f"bestmove {self.choose(self.board.copy(), allowed).uci()}"
-        if "infinite" in args or "ponder" in args:
-            self._pending = bestmove
-        else:
-            self.send(bestmove)
+            for line in lines:
+                self.send(line)
 
-    def cmd_stop(self, args: list[str]) -> None:
-        if self._pending is not None:
-            bestmove, self._pending = self._pending, None
-            self.send(bestmove)
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        for line in held:
+            self.send(line)
+
+    def cmd_stop(self, args: list[str], rest: str) -> None:
+        self._release()
 
     cmd_ponderhit = cmd_stop
 
-    def cmd_debug(self, args: list[str]) -> None:
+    def cmd_debug(self, args: list[str], rest: str) -> None:
         pass  # no debug output to switch
 
-    def cmd_register(self, args: list[str]) -> None:
+    def cmd_register(self, args: list[str], rest: str) -> None:
         pass  # nothing to register
 
     # --- the loop ------------------------------------------------------------------------
 
     def handle(self, line: str) -> bool:
-        """Executes one input line; False once the engine should quit."""
+        """Executes one input line; False once the engine should quit. As UCI asks, unknown
+        words before a command are skipped (`joho isready` is `isready`)."""
         tokens = line.split()
-        if not tokens:
+        start = next((i for i, t in enumerate(tokens) if t == "quit" or _is_command(self, t)), None)
+        if start is None:
+            if tokens:
+                self.error(f"unknown command {tokens[0]!r}")
             return True
-        command, args = tokens[0], tokens[1:]
-        if command == "quit":
+        if tokens[start] == "quit":
             return False
-        handler = getattr(self, f"cmd_{command}", None)
-        if handler is None:
-            self.error(f"unknown command {command!r}")
-            return True
+        if start:
+            self.error(f"unknown command {tokens[0]!r}; read from {tokens[start]!r} on")
+        handler = getattr(self, f"cmd_{tokens[start]}")
+        rest = line.strip().split(None, start + 1)[start + 1 :]
         try:
-            handler(args)
+            handler(tokens[start + 1 :], rest[0] if rest else "")
         except UciError as e:
             self.error(str(e))
         return True
@@ -287,37 +369,36 @@ class UciEngine:
             self.close()
 
 
-def neural_factory(checkpoint: str, label: str) -> AgentFactory:
-    """Agents of one checkpoint; the parameters are loaded once per UseEMA setting."""
-    from model.predictor import Predictor
+def _is_command(engine: UciEngine, token: str) -> bool:
+    return callable(getattr(engine, f"cmd_{token}", None))
 
-    loaded: dict[bool, Predictor] = {}
 
-    def make(options: UciOptions) -> Agent:
-        if options.use_ema not in loaded:
-            predictor = Predictor.from_checkpoint(checkpoint, use_ema=options.use_ema)
-            # Compile now, during `isready`, so the first `go` answers at once.
-            predictor.move_values([chess.Board()])
-            loaded[options.use_ema] = predictor
-        return NeuralAgent(
-            loaded[options.use_ema],
-            temperature=options.temperature,
-            seed=options.seed,
-            repetition_workaround=options.repetition_workaround,
-            name=label,
-        )
-
-    return make
+def _rows_per_pass(text: str) -> int | None | str:
+    if text in ("auto", "none"):
+        return None if text == "none" else text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected auto, none or a positive integer, got {text!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="searchless-uci", description=__doc__.split("\n\n")[0], allow_abbrev=False
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", help="a run dir (latest checkpoint) or a checkpoint dir")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--checkpoint",
+        help=f"a run dir (latest checkpoint) or a checkpoint dir; default {DEFAULT_WEIGHTS}. "
+        "Relative paths: from the start directory, else from the project's checkout",
+    )
     source.add_argument("--agent", help=argparse.SUPPRESS)  # any agent spec, for tests
     parser.add_argument("--engine", default=None, help=argparse.SUPPRESS)
+    # For bench/uci.py: the engine without its warm-up, and the predictor's row passes
+    # ("none": padded buckets, as on an accelerator).
+    parser.add_argument("--no-warm-up", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--rows-per-pass", type=_rows_per_pass, default="auto", help=argparse.SUPPRESS
+    )
     parser.add_argument("--temperature", type=float, default=0.0, help="initial Temperature")
     parser.add_argument(
         "--no-repetition-workaround", action="store_true", help="RepetitionWorkaround off"
@@ -325,35 +406,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ema", action="store_true", help="UseEMA off")
     parser.add_argument("--seed", type=int, default=0, help="initial Seed")
     args = parser.parse_args(argv)
+    start_dir = os.getcwd()
+    weights = args.checkpoint or DEFAULT_WEIGHTS
+    resolved = resolve_path(weights, start_dir)
+    try:
+        temperature = parse_value(find_option("Temperature"), str(args.temperature))
+        seed = parse_value(find_option("Seed"), str(args.seed))
+    except UciError as e:
+        parser.error(str(e))
     defaults = UciOptions(
-        temperature=args.temperature,
+        weights=resolved.path or weights,
+        temperature=temperature,
         repetition_workaround=not args.no_repetition_workaround,
         use_ema=not args.no_ema,
-        seed=args.seed,
+        seed=seed,
     )
-    if args.checkpoint:
-        if not os.path.exists(args.checkpoint):
-            print(f"error: checkpoint {args.checkpoint!r} does not exist", file=sys.stderr)
-            return 2
-        label = os.path.basename(os.path.normpath(args.checkpoint))
-        factory = neural_factory(args.checkpoint, label)
-        name = f"searchless-chess {label}"
+    if args.agent:
+        factory: ChooserFactory = AgentFactory(args.agent, engine_path=args.engine)
+        name = f"{ENGINE_NAME} ({args.agent})"
     else:
-        spec = args.agent
+        factory = NeuralFactory(
+            start_dir, warm_up=not args.no_warm_up, rows_per_pass=args.rows_per_pass
+        )
+        name = f"{ENGINE_NAME} {label(resolved.path)}" if resolved.path else ENGINE_NAME
+        if resolved.path is None and args.checkpoint:
+            print(
+                f"searchless-uci: error: checkpoint {resolved.describe_missing()}; running "
+                "without a model until WeightsFile names one",
+                file=sys.stderr,
+                flush=True,
+            )
 
-        def factory(options: UciOptions) -> Agent:
-            return make_agent(spec, engine_path=args.engine)
-
-        name = f"searchless-chess ({spec})"
-
-    engine = UciEngine(factory, sys.stdout, name=name, defaults=defaults)
+    # A GUI may send bytes that are not UTF-8; they must not end the engine.
+    if hasattr(sys.stdin, "reconfigure"):
+        sys.stdin.reconfigure(encoding="utf-8", errors="replace")
+    engine = UciEngine(factory, sys.stdout, name=name, defaults=defaults, start_dir=start_dir)
     try:
         engine.run(sys.stdin)
-    except BrokenPipeError:  # the GUI went away
-        pass
-    except Exception as e:  # e.g. a checkpoint that does not load: say so, then stop
-        engine.error(f"{type(e).__name__}: {e}")
-        return 1
+    except KeyboardInterrupt:
+        print("searchless-uci: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the GUI went away; keep Python's exit flush from failing too
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

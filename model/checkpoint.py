@@ -9,20 +9,29 @@ Layout: `<run>/checkpoints/<step>/` with four items:
 
 Only the last `keep` checkpoints are kept. A checkpoint is written to a temporary directory
 and renamed when complete, so a run killed mid-save leaves the previous one usable.
+
+A step directory can still be incomplete (made by hand, copied half-way, a full disk): one
+lacking any of the four items, or with an item directory empty. Readers skip it for the last
+complete step with one warning line naming it; training also moves it aside (to
+`<run>/incomplete-checkpoints/`) so that it does not stand in the way of that step's next save.
+With no complete step the error says so.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
 
 from model.config import Config, from_dict
+from model.network import param_shapes
 
 CHECKPOINTS = "checkpoints"
+INCOMPLETE = "incomplete-checkpoints"  # beside CHECKPOINTS, where training moves broken steps
 ITEMS = ("params", "ema_params", "opt_state", "meta")
 
 
@@ -40,25 +49,84 @@ def _steps_in(directory: str) -> list[int]:
     return sorted(int(n) for n in os.listdir(directory) if re.fullmatch(r"\d+", n))
 
 
+def _warn(message: str) -> None:
+    # stderr: the UCI engine's stdout belongs to the protocol.
+    print(message, file=sys.stderr, flush=True)
+
+
+def missing_items(step_dir: str) -> list[str]:
+    """The items a step's directory lacks (absent or empty); [] for a complete checkpoint."""
+    missing = []
+    for item in ITEMS:
+        path = os.path.join(step_dir, item)
+        if not os.path.isdir(path) or not os.listdir(path):
+            missing.append(item)
+    return missing
+
+
+def _incomplete(step_dir: str, missing: list[str]) -> str:
+    return f"{step_dir} is an incomplete checkpoint (no {', '.join(missing)})"
+
+
+def latest_complete_step(directory: str) -> tuple[int | None, list[tuple[str, list[str]]]]:
+    """(the latest complete step or None, the later incomplete steps' directories with the
+    items each lacks) in a checkpoints directory."""
+    skipped: list[tuple[str, list[str]]] = []
+    for step in reversed(_steps_in(directory)):
+        step_dir = os.path.join(directory, str(step))
+        missing = missing_items(step_dir)
+        if not missing:
+            return step, skipped
+        skipped.append((step_dir, missing))
+    return None, skipped
+
+
 def resolve(path: str, step: int | None = None) -> tuple[str, int]:
     """(checkpoints directory, step) for a run dir, a checkpoints dir or one step's dir.
 
-    A run or checkpoints dir means its latest step unless `step` is given; a step's dir
-    means that step. CheckpointNotFoundError names the path when nothing is there.
+    A run or checkpoints dir means its latest complete step (incomplete later ones are skipped
+    with a warning) unless `step` is given; a step's dir means that step.
+    CheckpointNotFoundError names the path when no complete checkpoint is there.
     """
     path = os.path.abspath(path)
     base = os.path.basename(path)
     if re.fullmatch(r"\d+", base) and os.path.isdir(path) and step is None:
+        if missing := missing_items(path):
+            raise CheckpointNotFoundError(_incomplete(path, missing))
         return os.path.dirname(path), int(base)
     directory = path if os.path.basename(path) == CHECKPOINTS else checkpoints_dir(path)
     steps = _steps_in(directory)
     if not steps:
         raise CheckpointNotFoundError(f"no checkpoints under {path!r}")
-    if step is None:
-        return directory, steps[-1]
-    if step not in steps:
-        raise CheckpointNotFoundError(f"no checkpoint of step {step} under {path!r}: {steps}")
-    return directory, step
+    if step is not None:
+        if step not in steps:
+            raise CheckpointNotFoundError(f"no checkpoint of step {step} under {path!r}: {steps}")
+        step_dir = os.path.join(directory, str(step))
+        if missing := missing_items(step_dir):
+            raise CheckpointNotFoundError(_incomplete(step_dir, missing))
+        return directory, step
+    latest, skipped = latest_complete_step(directory)
+    if latest is None:
+        raise CheckpointNotFoundError(
+            f"no complete checkpoint under {path!r} (steps {steps} are all incomplete)"
+        )
+    for step_dir, missing in skipped:
+        _warn(f"warning: {_incomplete(step_dir, missing)}: skipped, using step {latest}")
+    return directory, latest
+
+
+def set_aside(step_dir: str, missing: list[str]) -> str:
+    """Moves an incomplete step's directory out of the checkpoints directory (kept, not
+    deleted: it may hold something its owner wants); returns the line that says so."""
+    run_dir = os.path.dirname(os.path.dirname(step_dir))
+    target_dir = os.path.join(run_dir, INCOMPLETE)
+    os.makedirs(target_dir, exist_ok=True)
+    step = os.path.basename(step_dir)
+    target, suffix = os.path.join(target_dir, step), 1
+    while os.path.exists(target):
+        target, suffix = os.path.join(target_dir, f"{step}.{suffix}"), suffix + 1
+    os.rename(step_dir, target)
+    return f"warning: {_incomplete(step_dir, missing)}; moved it to {target}"
 
 
 class Checkpointer:
@@ -79,9 +147,6 @@ class Checkpointer:
             ),
             item_names=ITEMS,
         )
-
-    def latest_step(self) -> int | None:
-        return self.manager.latest_step()
 
     def save(self, step: int, params, ema_params, opt_state, meta: dict[str, Any]) -> None:
         """Starts an asynchronous save; `wait()` or the next save completes it. `opt_state`
@@ -123,20 +188,24 @@ def abstract_like(tree, sharding: jax.sharding.Sharding):
     )
 
 
+def _restore_step(step_dir: str, items: dict[str, Any]) -> dict[str, Any]:
+    # One step's directory alone: a manager would scan (and warn about) the other steps.
+    with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
+        return checkpointer.restore(step_dir, args=ocp.args.Composite(**items))
+
+
 def load_params(
     path: str, use_ema: bool = True, step: int | None = None
 ) -> tuple[Any, Config, dict[str, Any]]:
-    """(params, config, meta) of one checkpoint, placed on the first local device."""
-    from model.transformer import param_shapes
+    """(params, config, meta) of one checkpoint, placed on the first local device.
 
+    `path` as for `resolve`: the latest complete step unless `step` or a step's dir is given.
+    """
     directory, step = resolve(path, step)
-    checkpointer = Checkpointer(directory, read_only=True)
-    try:
-        meta = checkpointer.meta(step)
-        config = from_dict(meta["config"], source=f"{directory}/{step}")
-        item = "ema_params" if use_ema else "params"
-        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-        restored = checkpointer.restore(step, {item: abstract_like(param_shapes(config), device)})
-    finally:
-        checkpointer.close()
-    return restored[item], config, meta
+    step_dir = os.path.join(directory, str(step))
+    meta = _restore_step(step_dir, {"meta": ocp.args.JsonRestore()})["meta"]
+    config = from_dict(meta["config"], source=step_dir)
+    item = "ema_params" if use_ema else "params"
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    target = ocp.args.StandardRestore(abstract_like(param_shapes(config), device))
+    return _restore_step(step_dir, {item: target})[item], config, meta

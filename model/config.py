@@ -32,6 +32,9 @@ TARGETS = ("av", "sv", "bc")
 SAMPLERS = ("uniform", "weighted")
 LR_SCHEDULES = ("constant", "cosine")
 COMPUTE_DTYPES = ("float32", "bfloat16")
+# The network: the paper's transformer (one (board, move) row per pass) or the GATEAU edge
+# backbone of model/gateau.py (one board with all its moves per pass).
+BACKBONES = ("transformer", "gateau")
 
 # One embedding table serves board tokens and actions (the 31 board tokens are a subset of
 # the 1968 action ids), as in the paper's code; this is what makes the 9M count 8,954,240.
@@ -59,9 +62,12 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Transformer shape. `size` names the preset the other fields came from (`custom`:
-    none, the fields as written)."""
+    """Network shape. `size` names the preset the other fields came from (`custom`: none, the
+    fields as written). For the gateau backbone num_layers counts GATEAU layers,
+    embedding_dim is the node and edge width, num_heads the attention heads and
+    widening_factor the node MLP's hidden multiple."""
 
+    backbone: str = "transformer"  # transformer | gateau
     size: str = "small"
     num_layers: int = 4
     embedding_dim: int = 64
@@ -234,6 +240,8 @@ def validate(config: Config, check_data: bool = True) -> Config:
     from core.schema import board_files
 
     m, t, d = config.model, config.train, config.data
+    if m.backbone not in BACKBONES:
+        raise ConfigError(f"model.backbone {m.backbone!r} is not one of {list(BACKBONES)}")
     if t.target not in TARGETS:
         raise ConfigError(f"train.target {t.target!r} is not one of {list(TARGETS)}")
     if t.num_bins < 2:

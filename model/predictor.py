@@ -10,12 +10,20 @@
     p.best_moves(boards)           # any target: the top-scoring legal move per board
     p.log_probs(states, actions)   # the raw output for token rows (bins, or actions for BC)
     p.log_probs_and_values(states, actions)  # AV/SV: that output and its expected values
+    p.warm_up(max_boards=1)        # compile now every batch shape move_values can need
     legal_move_probs(row, moves)   # BC: one move_log_probs row as move_values scores it
+    model_fen(board)               # the FEN the model reads for a board (counters clamped)
 
 All win probabilities are from the view of the side to move of the board given. Rows from
 all boards go through the network together in chunks of at most `max_batch`, each padded
 to a power-of-two bucket so that a handful of shapes are ever compiled; on a CPU they go
-`rows_per_pass` at a time instead (one compiled shape, the activations kept in cache).
+`rows_per_pass` at a time instead (one compiled shape, the activations kept in cache). A
+model of the gateau backbone (model/gateau.py) takes whole boards instead, `max_batch // 16`
+a call (model/graph_predictor.py): a board's move values are one network pass.
+
+A board whose halfmove clock or fullmove number exceeds the tokenizer's three digits (a game
+past move 999, or a FEN that says so) is read with that counter clamped to 999: the model
+has never seen a larger one, and both are far past where they could still matter.
 """
 
 from __future__ import annotations
@@ -30,9 +38,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from core import bins
-from core.actions import NUM_ACTIONS, legal_actions, moves_to_indices
-from core.tokenizer import tokenize_batch
+from core.actions import MAX_LEGAL_MOVES, NUM_ACTIONS, legal_actions, moves_to_indices
+from core.tokenizer import MAX_CLOCK, SEQUENCE_LENGTH, tokenize_batch
 from model.config import MAX_SEQUENCE_LENGTH, Config, ModelConfig, TrainConfig
+from model.graph_predictor import GraphRunner
+from model.network import is_graph
 from model.transformer import build, cast
 
 _MIN_BUCKET = 16
@@ -78,6 +88,17 @@ def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str
     return jax.jit(log_probs), jax.jit(values), jax.jit(both)
 
 
+def model_fen(board: chess.Board) -> str:
+    """The board's FEN as the model reads it: counters above the tokenizer's MAX_CLOCK are
+    clamped to it (the tokenizer itself refuses them, so that data never loses them)."""
+    if board.fullmove_number <= MAX_CLOCK and board.halfmove_clock <= MAX_CLOCK:
+        return board.fen()
+    clamped = board.copy(stack=False)
+    clamped.fullmove_number = min(clamped.fullmove_number, MAX_CLOCK)
+    clamped.halfmove_clock = min(clamped.halfmove_clock, MAX_CLOCK)
+    return clamped.fen()
+
+
 class TargetError(ValueError):
     """A prediction the model's target cannot make (e.g. action values from a BC model)."""
 
@@ -104,22 +125,29 @@ class Predictor:
         self.rows_per_pass = rows_per_pass
         self.step: int | None = None  # the training step, when loaded from a checkpoint
         self.params = jax.device_put(params, jax.local_devices()[0])
-        self._log_probs, self._values, self._both = _compiled(
-            config.model,
-            config.train.target,
-            config.train.num_bins,
-            config.train.compute_dtype,
-        )
+        self._graph = GraphRunner(config, max_batch // _MIN_BUCKET) if is_graph(config) else None
+        if self._graph is None:
+            self._log_probs, self._values, self._both = _compiled(
+                config.model,
+                config.train.target,
+                config.train.num_bins,
+                config.train.compute_dtype,
+            )
 
     @classmethod
     def from_checkpoint(
-        cls, path: str, use_ema: bool = True, step: int | None = None, max_batch: int = 1024
+        cls,
+        path: str,
+        use_ema: bool = True,
+        step: int | None = None,
+        max_batch: int = 1024,
+        rows_per_pass: int | None | Literal["auto"] = "auto",
     ) -> Predictor:
         """Loads a run dir (its latest checkpoint, or `step`) or one checkpoint's dir."""
         from model.checkpoint import load_params
 
         params, config, meta = load_params(path, use_ema=use_ema, step=step)
-        predictor = cls(params, config, max_batch=max_batch)
+        predictor = cls(params, config, max_batch=max_batch, rows_per_pass=rows_per_pass)
         predictor.step = meta["step"]
         return predictor
 
@@ -127,6 +155,33 @@ class Predictor:
 
     def _bucket(self, rows: int) -> int:
         return max(_MIN_BUCKET, 1 << max(0, rows - 1).bit_length())
+
+    def _padded_size(self, rows: int) -> int:
+        """The batch shape a chunk of `rows` rows (1..max_batch) is padded to (no passes)."""
+        return min(self._bucket(rows), self.max_batch)
+
+    def batch_shapes(self, max_rows: int) -> list[int]:
+        """The batch shapes (rows per network call) that calls of 1..max_rows rows use:
+        `rows_per_pass` alone with row passes, else the padded chunk sizes."""
+        if self.rows_per_pass is not None:
+            return [self.rows_per_pass]
+        return sorted({self._padded_size(n) for n in range(1, min(max_rows, self.max_batch) + 1)})
+
+    def warm_up(self, max_boards: int | None = None) -> list[int]:
+        """Compiles now every batch shape that a move_values call on at most `max_boards`
+        boards can need (default: any call), so that no later call waits for XLA; returns
+        those shapes, ascending. An engine that scores one board per move passes 1: up to
+        MAX_LEGAL_MOVES rows for AV (one per move) and SV (one per successor), one row for
+        BC. The shapes come from `batch_shapes`, which follows `_run`."""
+        per_board = 1 if self.config.target == "bc" else MAX_LEGAL_MOVES
+        rows = self.max_batch if max_boards is None else max(1, max_boards) * per_board
+        shapes = self.batch_shapes(rows)
+        fn = self._log_probs if self.config.target == "bc" else self._values
+        with_actions = self.config.target == "av"
+        for size in shapes:
+            states = np.zeros((size, SEQUENCE_LENGTH), np.int32)
+            self._run(fn, states, np.zeros(size, np.int32) if with_actions else None)
+        return shapes
 
     def _run(self, fn, states: np.ndarray, actions: np.ndarray | None):
         """fn over `states` (and `actions`) in padded chunks; an array, or a tuple of arrays
@@ -137,7 +192,7 @@ class Predictor:
         for start in range(0, len(states), self.max_batch):
             chunk = states[start : start + self.max_batch]
             rows = len(chunk)
-            size = min(self._bucket(rows), self.max_batch)
+            size = self._padded_size(rows)
             padded = np.zeros((size, chunk.shape[1]), np.int32)
             padded[:rows] = chunk
             padded_actions = None
@@ -183,6 +238,8 @@ class Predictor:
         states, actions = self._token_rows(states, actions)
         if len(states) == 0:
             return np.zeros((0, self.config.output_size), np.float32)
+        if self._graph is not None:
+            return self._graph.token_rows(self.params, states, actions, both=False)
         return self._run(self._log_probs, states, actions)
 
     def log_probs_and_values(
@@ -195,6 +252,8 @@ class Predictor:
         states, actions = self._token_rows(states, actions)
         if len(states) == 0:
             return np.zeros((0, self.config.output_size), np.float32), np.zeros(0, np.float32)
+        if self._graph is not None:
+            return self._graph.token_rows(self.params, states, actions, both=True)
         return self._run(self._both, states, actions)
 
     def _token_rows(self, states, actions) -> tuple[np.ndarray, np.ndarray | None]:
@@ -214,6 +273,8 @@ class Predictor:
         lengths = np.array([len(m) for m in moves], dtype=np.int64)
         if lengths.sum() == 0:
             return [np.zeros(0, np.float32) for _ in fens]
+        if self._graph is not None:
+            return self._graph.action_values(self.params, list(fens), moves)
         states = np.repeat(tokenize_batch(list(fens)), lengths, axis=0)
         actions = moves_to_indices(np.concatenate([np.asarray(m, dtype=str) for m in moves]))
         values = self._run(self._values, states, actions)
@@ -224,6 +285,8 @@ class Predictor:
         self._require("sv", "state_values")
         if len(fens) == 0:
             return np.zeros(0, np.float32)
+        if self._graph is not None:
+            return self._graph.state_values(self.params, list(fens))
         return self._run(self._values, tokenize_batch(list(fens)), None)
 
     def move_log_probs(self, fens: Sequence[str]) -> np.ndarray:
@@ -231,6 +294,8 @@ class Predictor:
         self._require("bc", "move_log_probs")
         if len(fens) == 0:
             return np.zeros((0, NUM_ACTIONS), np.float32)
+        if self._graph is not None:
+            return self._graph.move_log_probs(self.params, list(fens))
         return self._run(self._log_probs, tokenize_batch(list(fens)), None)
 
     # --- any target: a score per legal move --------------------------------------------
@@ -247,10 +312,12 @@ class Predictor:
 
         A board without legal moves gets ([], an empty array).
         """
-        legal = [legal_actions(board) for board in boards]
         target = self.config.target
+        if self._graph is not None and target == "av":
+            return self._graph.move_values(self.params, boards)  # one pass per board
+        legal = [legal_actions(board) for board in boards]
         if target == "av":
-            scores = self.action_values([b.fen() for b in boards], legal)
+            scores = self.action_values([model_fen(b) for b in boards], legal)
         elif target == "sv":
             scores = self._successor_scores(boards, legal)
         else:
@@ -275,7 +342,7 @@ class Predictor:
                 elif after.is_stalemate() or after.is_insufficient_material():
                     scores[j] = 0.5
                 else:
-                    fens.append(after.fen())
+                    fens.append(model_fen(after))
                     where.append((i, j))
             fixed.append(scores)
         if fens:
@@ -285,7 +352,7 @@ class Predictor:
         return fixed
 
     def _policy_scores(self, boards, legal) -> list[np.ndarray]:
-        log_probs = self.move_log_probs([b.fen() for b in boards])
+        log_probs = self.move_log_probs([model_fen(b) for b in boards])
         return [legal_move_probs(row, moves) for row, moves in zip(log_probs, legal, strict=True)]
 
 

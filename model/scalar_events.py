@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 try:
-    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
     from tensorboard.compat.proto.summary_pb2 import Summary
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 except ImportError:  # the optional extra is not installed: metrics.jsonl only
@@ -31,12 +31,20 @@ def available() -> bool:
 class ScalarEvents:
     """Appends a run's metrics records to `<run_dir>/tensorboard/events.out.tfevents.*`."""
 
-    def __init__(self, run_dir: str):
+    def __init__(self, run_dir: str, purge_step: int = 0):
+        """`purge_step` > 0 (a resumed run): TensorBoard drops the events of earlier files
+        at that step and after, the steps this run redoes, as metrics.jsonl is cut back."""
         if EventFileWriter is None:
             raise RuntimeError("the tensorboard package is not installed")
         self.directory = os.path.join(run_dir, EVENTS_DIR)
         os.makedirs(self.directory, exist_ok=True)
         self._writer = EventFileWriter(self.directory)
+        if purge_step > 0:
+            # A restart marker: TensorBoard's reader purges the events of steps >= this one
+            # that were written before it (its purge_orphaned_data, on by default).
+            start = SessionLog(status=SessionLog.START)
+            self._writer.add_event(Event(step=purge_step, session_log=start))
+            self._writer.flush()
 
     def write(self, record: dict[str, Any]) -> None:
         """One metrics.jsonl record (with `kind` and `step`): its numeric fields as scalars."""

@@ -10,11 +10,12 @@ SLURM) and start the same command on every host; each reads its slice of every b
 
 Re-running the same command in the same --out resumes from the latest checkpoint: parameters,
 EMA, optimiser state and the loader's position, so the run continues exactly where it was
-(`--stop-after N` or SIGTERM saves and stops at a step, for preemptible machines).
+(`--stop-after N`, SIGTERM or Ctrl-C saves and stops at a step, for preemptible machines; a
+signal's stop exits 128 + its number: 143, 130).
 
 Writes to --out: `config.toml` (the resolved config), `checkpoints/<step>/` (see
-model.checkpoint), `metrics.jsonl` (one JSON object per log or evaluation; after a resume,
-steps between the last checkpoint and the interruption appear again), and `tensorboard/`
+model.checkpoint), `metrics.jsonl` (one JSON object per log or evaluation; a resumed run first
+cuts it back to the restored step, so it ends up as an uninterrupted run's), and `tensorboard/`
 event files of the same numbers when the `tensorboard` extra is installed
 (model/scalar_events.py).
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import os
 import signal
 import sys
@@ -38,22 +40,34 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from core.interrupts import exit_code, interrupted
 from core.metrics import summarize
 from core.progress import format_duration
 from core.schema import SchemaError
 from model import config as config_lib
-from model import scalar_events
-from model.checkpoint import Checkpointer, abstract_like, checkpoints_dir
+from model import gateau, network, scalar_events
+from model.checkpoint import (
+    Checkpointer,
+    abstract_like,
+    checkpoints_dir,
+    latest_complete_step,
+    set_aside,
+)
 from model.config import Config, ConfigError, ModelConfig, TrainConfig
-from model.data import Batches, BoardData, DataError, fingerprint, load_boards
+from model.data import BoardData, DataError, fingerprint, load_boards, make_batches
+from model.network import init_params
 from model.predictor import Predictor
 from model.scalar_events import ScalarEvents
-from model.transformer import build, cast, count_params, init_params
+from model.transformer import build, cast, count_params
 
 DATA_AXIS = "data"
+METRICS_FILE = "metrics.jsonl"
+# Signals that stop training at the next step with a checkpoint (exit code: core.interrupts).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class TrainState(NamedTuple):
@@ -91,22 +105,57 @@ def make_optimizer(t: TrainConfig) -> optax.GradientTransformation:
 
 def make_loss(config: Config) -> Callable:
     """loss(params, batch) -> (mean cross-entropy, metrics). Hard targets are int indices;
-    soft (HL-Gauss) targets are (B, K) distributions."""
+    soft (HL-Gauss) targets are distributions over the bins (last axis)."""
+    if network.is_graph(config):
+        return _make_graph_loss(config)
     model = build(config)
     dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
 
     def loss(params, batch):
         log_probs = model.apply(cast(params, dtype), batch["states"], batch.get("actions"))
-        targets = batch["targets"]
-        if targets.ndim == 2:
-            nll = -(targets * log_probs).sum(axis=-1)
-            hard = jnp.argmax(targets, axis=-1)
-        else:
-            nll = -jnp.take_along_axis(log_probs, targets[:, None], axis=-1)[:, 0]
-            hard = targets
+        nll, hard = _cross_entropy(log_probs, batch["targets"])
         mean = nll.mean()
         accuracy = (jnp.argmax(log_probs, axis=-1) == hard).mean()
         return mean, {"loss": mean, "accuracy": accuracy}
+
+    return loss
+
+
+def _cross_entropy(log_probs: jax.Array, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """-log p(target) and the hard target, for int targets or soft targets (last axis)."""
+    if targets.ndim == log_probs.ndim:
+        return -(targets * log_probs).sum(axis=-1), jnp.argmax(targets, axis=-1)
+    nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+    return nll, targets
+
+
+def _make_graph_loss(config: Config) -> Callable:
+    """The gateau backbone's loss on whole boards (model.data.BoardBatches): AV averages
+    over the valued move edges of the batch (every action value is one term, as in the
+    transformer's AV), SV over boards, BC over boards with the log-softmax over each
+    board's move edges. `values_per_board` is the number of labels a board carried."""
+    model = gateau.build(config)
+    dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
+
+    def loss(params, batch):
+        log_probs = model.apply(
+            cast(params, dtype),
+            batch["states"],
+            batch["senders"],
+            batch["receivers"],
+            batch["kinds"],
+        )
+        nll, hard = _cross_entropy(log_probs, batch["targets"])
+        right = jnp.argmax(log_probs, axis=-1) == hard
+        if "target_mask" in batch:
+            mask = batch["target_mask"]
+            count = mask.sum()
+            mean = jnp.where(mask, nll, 0.0).sum() / jnp.maximum(count, 1)
+            accuracy = jnp.where(mask, right, False).sum() / jnp.maximum(count, 1)
+            per_board = count / mask.shape[0]
+        else:
+            mean, accuracy, per_board = nll.mean(), right.mean(), jnp.float32(1.0)
+        return mean, {"loss": mean, "accuracy": accuracy, "values_per_board": per_board}
 
     return loss
 
@@ -222,18 +271,40 @@ def _jitted(model: ModelConfig, t: TrainConfig, placement: Placement) -> _Jitted
 
 class MetricsLog:
     """metrics.jsonl (and TensorBoard event files when the package is installed), written by
-    process 0 only."""
+    process 0 only.
 
-    def __init__(self, run_dir: str, enabled: bool):
+    Opened at `resume_step`, it first drops the records of later steps (written by a run that
+    was interrupted after its last checkpoint and will be redone), so that a resumed run's log
+    equals an uninterrupted one's; a line torn by a kill goes too.
+    """
+
+    def __init__(self, run_dir: str, enabled: bool, resume_step: int = 0):
         self.enabled = enabled
-        self._file = open(os.path.join(run_dir, "metrics.jsonl"), "a") if enabled else None
-        self._events = ScalarEvents(run_dir) if enabled and scalar_events.available() else None
+        self._evaluated: set[int] = set()
+        self._file = self._events = None
+        if not enabled:
+            return
+        path = os.path.join(run_dir, METRICS_FILE)
+        kept = _records_up_to(path, resume_step)
+        with open(path + ".tmp", "w") as f:
+            f.writelines(json.dumps(record) + "\n" for record in kept)
+        os.replace(path + ".tmp", path)
+        self._evaluated = {r["step"] for r in kept if r.get("kind") == "eval"}
+        self._file = open(path, "a")  # noqa: SIM115 - closed by close()
+        if scalar_events.available():
+            # Events of the steps a resumed run redoes are dropped, as in metrics.jsonl.
+            self._events = ScalarEvents(run_dir, purge_step=resume_step + 1 if resume_step else 0)
+
+    def has_eval(self, step: int) -> bool:
+        return step in self._evaluated
 
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
+        if record.get("kind") == "eval":
+            self._evaluated.add(record["step"])
         if self._events is not None:
             self._events.write(record)
 
@@ -242,6 +313,21 @@ class MetricsLog:
             self._file.close()
         if self._events is not None:
             self._events.close()
+
+
+def _records_up_to(path: str, step: int) -> list[dict[str, Any]]:
+    if not os.path.exists(path):
+        return []
+    kept = []
+    with open(path) as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the last line, cut short by a kill
+            if record.get("step", 0) <= step:
+                kept.append(record)
+    return kept
 
 
 # --- evaluation -----------------------------------------------------------------------
@@ -255,7 +341,8 @@ class Evaluator:
         t = config.train
         self.config = config
         self.placement = placement
-        batches = Batches(
+        batches = make_batches(
+            config.model.backbone,
             test,
             t.target,
             t.num_bins,
@@ -317,6 +404,7 @@ class TrainResult:
     data_position: int
     last_eval: dict[str, float] | None
     stopped_early: bool
+    stop_signal: int | None = None  # the signal (SIGTERM, SIGINT) that stopped it, if any
 
 
 def check_resumable(saved: Config, config: Config, out: str) -> None:
@@ -342,7 +430,12 @@ def train(
     """Trains (or resumes) `config` into run dir `out`; returns the final state.
 
     Validation, the resume check and data loading all happen before anything is compiled.
-    `stop_after` stops (with a checkpoint) once that step is reached, as SIGTERM does.
+    `stop_after` stops (with a checkpoint) once that step is reached, as SIGTERM and SIGINT
+    (Ctrl-C) do at the next step; a second SIGINT interrupts at once (KeyboardInterrupt).
+    metrics.jsonl comes out the same as an uninterrupted run's (see MetricsLog and
+    `_train_record`): each train record averages the steps since the previous multiple of
+    `log_every`, the steps before a checkpoint travelling in its meta (`log_window`), and an
+    evaluation the interruption cut off is made on resuming.
     """
     config_lib.validate(config)
     t = config.train
@@ -353,8 +446,13 @@ def train(
         )
     is_main = jax.process_index() == 0
     os.makedirs(out, exist_ok=True)
+    resume_step, incomplete = latest_complete_step(checkpoints_dir(out))
+    if is_main:
+        for step_dir, missing in incomplete:  # they would block these steps' next saves
+            log(set_aside(step_dir, missing))
+    if incomplete and jax.process_count() > 1:
+        multihost_utils.sync_global_devices("incomplete checkpoints set aside")
     checkpointer = Checkpointer(checkpoints_dir(out), keep=t.keep_checkpoints)
-    resume_step = checkpointer.latest_step()
     meta = None
     if resume_step is not None:
         meta = checkpointer.meta(resume_step)
@@ -393,11 +491,13 @@ def train(
         start_step, position = restored["meta"]["step"], restored["meta"]["data_position"]
         log(f"resumed from step {start_step} (data position {position}) in {out}")
     log(
-        f"model {config.model.size}: {count_params(state.params):,} parameters, target "
+        f"model {config.model.backbone} {config.model.size}: {count_params(state.params):,} "
+        f"parameters, target "
         f"{t.target}, {len(jax.devices())} device(s) on {jax.process_count()} process(es)"
     )
 
-    batches = Batches(
+    batches = make_batches(
+        config.model.backbone,
         train_data,
         t.target,
         t.num_bins,
@@ -414,13 +514,23 @@ def train(
     )
     evaluator = Evaluator(config, test_data, placement) if test_data else None
     step_fn = compile_train_step(config, placement)
-    metrics_log = MetricsLog(out, is_main)
+    metrics_log = MetricsLog(out, is_main, start_step)
     lr = learning_rate(t)
+    # The steps since the last log record (their metrics), restored when resuming mid-window.
+    window: list[dict] = list(meta.get("log_window", [])) if resume_step is not None else []
 
-    stop_requested = threading.Event()
-    previous_handler = None
+    stop_signal: list[int] = []
+    previous_handlers: dict[int, Any] = {}
+
+    def request_stop(number: int, _frame) -> None:
+        stop_signal.append(number)
+        if number == signal.SIGINT:  # a second Ctrl-C interrupts at once
+            signal.signal(signal.SIGINT, previous_handlers[signal.SIGINT])
+
     if threading.current_thread() is threading.main_thread():
-        previous_handler = signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
+        for number in STOP_SIGNALS:
+            if signal.getsignal(number) != signal.SIG_IGN:  # e.g. SIGINT under nohup: ignored
+                previous_handlers[number] = signal.signal(number, request_stop)
 
     def save(step: int) -> None:
         checkpointer.save(
@@ -433,16 +543,37 @@ def train(
                 "data_position": batches.position,
                 "data_fingerprint": fingerprint(train_data),
                 "config": config.to_dict(),
+                "log_window": [{k: float(v) for k, v in m.items()} for m in window],
             },
         )
+
+    def evaluate(step: int) -> dict[str, float]:
+        result = evaluator(state.ema_params)
+        metrics_log.write({"kind": "eval", "step": step, **result})
+        log(
+            f"eval step {step} (EMA): test loss {result['test_loss']:.4f} | "
+            f"acc {result['test_accuracy']:.3f} | action accuracy "
+            f"{result['action_accuracy']:.3f} | Kendall tau {result['kendall_tau']:.3f}"
+        )
+        return result
+
+    def is_eval_step(step: int) -> bool:
+        return step == t.num_steps or bool(t.eval_every and step % t.eval_every == 0)
+
+    last_eval = None
+    if evaluator is not None and start_step and is_eval_step(start_step):
+        # The run before stopped (or was killed) between its checkpoint and this evaluation.
+        missing = not metrics_log.has_eval(start_step)
+        if jax.process_count() > 1:  # only process 0 reads the log; all must evaluate
+            missing = bool(multihost_utils.broadcast_one_to_all(np.asarray(missing)))
+        if missing:
+            last_eval = evaluate(start_step)
 
     if stop_after is not None and start_step >= stop_after:
         log(f"{out} is at step {start_step}, not before --stop-after {stop_after}: nothing to do")
     step = start_step
-    last_eval = None
     stopped_early = False
-    window: list[dict] = []
-    window_start, window_step = time.perf_counter(), step
+    timer_start, timer_step = time.perf_counter(), step
     try:
         while step < t.num_steps and not (stop_after is not None and step >= stop_after):
             state, metrics = step_fn(state, placement.global_batch(next(batches)))
@@ -453,37 +584,33 @@ def train(
             if step == start_step + 1:
                 jax.block_until_ready(metrics)
                 log(f"step {step}: compiled and ran in {time.perf_counter() - started:.1f}s")
-                window, window_start, window_step = [], time.perf_counter(), step
+                # The rate leaves out the compilation.
+                timer_start, timer_step = time.perf_counter(), step
             if step % t.log_every == 0 or step == t.num_steps:
-                if window:
-                    record = _train_record(window, step, window_step, window_start, t, lr)
-                    record["epoch"] = round(batches.epoch, 4)
-                    metrics_log.write(record)
-                    eta = (t.num_steps - step) * t.batch_size / record["examples_per_s"]
-                    log(
-                        f"step {step}/{t.num_steps} | loss {record['loss']:.4f} | "
-                        f"acc {record['accuracy']:.3f} | {record['examples_per_s']:,.0f} ex/s | "
-                        f"epoch {record['epoch']:.2f} | ETA {format_duration(eta)}"
-                    )
-                window, window_start, window_step = [], time.perf_counter(), step
+                record = _train_record(window, step, timer_step, timer_start, t, lr)
+                record["epoch"] = round(batches.epoch, 4)
+                metrics_log.write(record)
+                rate = record["examples_per_s"]
+                eta = (t.num_steps - step) * t.batch_size / rate if rate else math.nan
+                values = record.get("values_per_s")
+                log(
+                    f"step {step}/{t.num_steps} | loss {record['loss']:.4f} | "
+                    f"acc {record['accuracy']:.3f} | {rate or 0:,.0f} ex/s | "
+                    + (f"{values:,.0f} values/s | " if values is not None else "")
+                    + f"epoch {record['epoch']:.2f} | ETA {format_duration(eta)}"
+                )
+                window, timer_start, timer_step = [], time.perf_counter(), step
             stopping = step < t.num_steps and (
-                stop_requested.is_set() or (stop_after is not None and step >= stop_after)
+                bool(stop_signal) or (stop_after is not None and step >= stop_after)
             )
             if step % t.checkpoint_every == 0 or step == t.num_steps or stopping:
                 save(step)
-            evaluating = step == t.num_steps or (t.eval_every and step % t.eval_every == 0)
-            if evaluator is not None and evaluating and not stopping:
-                last_eval = evaluator(state.ema_params)
-                metrics_log.write({"kind": "eval", "step": step, **last_eval})
-                log(
-                    f"eval step {step} (EMA): test loss {last_eval['test_loss']:.4f} | "
-                    f"acc {last_eval['test_accuracy']:.3f} | action accuracy "
-                    f"{last_eval['action_accuracy']:.3f} | Kendall tau "
-                    f"{last_eval['kendall_tau']:.3f}"
-                )
+            if evaluator is not None and is_eval_step(step) and not stopping:
+                last_eval = evaluate(step)
             if stopping:
                 stopped_early = True
-                log(f"stopped at step {step}; run the same command again to resume")
+                why = f" by {signal.Signals(stop_signal[0]).name}" if stop_signal else ""
+                log(f"stopped{why} at step {step}; run the same command again to resume")
                 break
         if start_step >= t.num_steps:
             log(f"{out} already reached step {start_step} of {t.num_steps}: nothing to do")
@@ -491,23 +618,40 @@ def train(
         batches.close()
         checkpointer.close()
         metrics_log.close()
-        if previous_handler is not None:
-            signal.signal(signal.SIGTERM, previous_handler)
-    return TrainResult(step, state, batches.position, last_eval, stopped_early)
+        for number, handler in previous_handlers.items():
+            signal.signal(number, handler)
+    return TrainResult(
+        step,
+        state,
+        batches.position,
+        last_eval,
+        stopped_early,
+        stop_signal[0] if stopped_early and stop_signal else None,
+    )
 
 
-def _train_record(window, step, window_step, window_start, t: TrainConfig, lr) -> dict:
+def _train_record(window, step, timer_step, timer_start, t: TrainConfig, lr) -> dict:
+    """The record at `step`: the mean of each metric over `window`, the steps since the
+    previous multiple of `log_every` (so it depends on the step alone, not on when the run
+    was resumed), and the rate of the steps timed since `timer_step` (None when none was:
+    the first step after a start is left out, as it includes the compilation)."""
     jax.block_until_ready(window[-1])  # steps run asynchronously: time them to completion
-    seconds = time.perf_counter() - window_start
+    seconds = time.perf_counter() - timer_start
     means = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
-    return {
+    timed = step - timer_step
+    examples_per_s = timed * t.batch_size / max(seconds, 1e-9) if timed else None
+    record = {
         "kind": "train",
         "step": step,
         **means,
         "learning_rate": float(lr(step - 1)),
-        "examples_per_s": (step - window_step) * t.batch_size / max(seconds, 1e-9),
+        "examples_per_s": examples_per_s,
         "time": time.time(),
     }
+    if "values_per_board" in means and examples_per_s is not None:
+        # gateau: an example is a board with many labels
+        record["values_per_s"] = examples_per_s * means["values_per_board"]
+    return record
 
 
 # --- CLI ------------------------------------------------------------------------------
@@ -558,14 +702,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = config_lib.validate(resolve_config(args))
         maybe_initialize_distributed(args.distributed)
-        train(config, args.out, stop_after=args.stop_after)
+        result = train(config, args.out, stop_after=args.stop_after)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     except (DataError, SchemaError, FileNotFoundError) as e:
         print(f"data error: {e}", file=sys.stderr)
         return 1
-    return 0
+    except KeyboardInterrupt:  # before the loop, or a second Ctrl-C while stopping
+        return interrupted(
+            f"interrupted: nothing saved since the last checkpoint in {args.out}; "
+            "run the same command again to resume"
+        )
+    return exit_code(result.stop_signal) if result.stop_signal else 0
 
 
 if __name__ == "__main__":

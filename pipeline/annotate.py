@@ -1,6 +1,7 @@
 """The Beam pipeline: PGN games -> deduplicated boards -> Stockfish action values -> Parquet.
 
     python -m pipeline.annotate INPUT... --out DIR --split train --limit nodes=2000 \\
+        [--mode search [--multipv K]] [--exclude PUZZLES.csv SUITE.epd ...] \\
         [--sample-rate R] [--max-games N] [--num-shards K] [beam options]
 
 Stages (each a Beam transform; the same code runs on the DirectRunner, Dataflow, Flink, Spark):
@@ -11,10 +12,13 @@ Stages (each a Beam transform; the same code runs on the DirectRunner, Dataflow,
 2. ParseGames: python-chess parses each game; variants, set-up positions (unless
    `--allow-setup`), parse errors, illegal moves and empty games are skipped and counted.
    `--max-games N` then keeps the N valid games with the smallest sampling hash.
-3. The FEN before each move, counted per distinct full FEN (`count` column).
+3. The FEN before each move, counted per distinct full FEN (`count` column); with `--exclude`,
+   boards whose position is one of the evaluation sets' (pipeline/exclude.py) are dropped
+   and counted.
 4. AnnotateBoards: one Stockfish per worker (started in `setup`, closed in `teardown`), one
-   search per legal move restricted to that move; engine failures restart the engine and retry,
-   boards that still fail go to the failures output.
+   search per legal move restricted to that move (`--mode action-values`, the default) or one
+   unrestricted search reporting `--multipv` lines (`--mode search`); engine failures restart
+   the engine and retry, boards that still fail go to the failures output.
 5. Sharded Parquet (`core/schema.py`), and in `<split>.meta/` the failures and `stats.json`,
    written last, once the rows written are checked against the rows counted.
 
@@ -32,6 +36,10 @@ its Prism runner); `--runner=DaskRunner` is Beam's DaskRunner (with `--dask_clie
 `--direct_num_workers=N --direct_running_mode=multi_processing` runs N engines at once.
 `run(argv)` is the programmatic entry point and returns the stats document.
 
+A run holds the split's lock (`split_lock`) while it writes the split. The command stops on
+Ctrl-C or SIGTERM in one line, keeping the journal (`core.interrupts`), and exits 1, in one
+line, on an error, on a run that read no game, and on a run in which every board failed.
+
 The job's modules: this one is the command (options -> `AnnotateConfig`, then the run);
 `annotate_config` the settings; `annotate_output` readies the split (fresh, resumed or refused);
 `annotate_graph` the Beam graph, whose DoFns are in `annotate_games` (stages 1-2),
@@ -43,26 +51,39 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import functools
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from core.engine_path import find_engine
+from core.interrupts import stop_on_signals
 from core.progress import format_duration, print_result
-from core.schema import SCHEMA_VERSION, stats_path
+from core.schema import FAILURES_PREFIX, SCHEMA_VERSION, failures_dir, shard_name, stats_path
 from pipeline import stats
+from pipeline.action_values import MODES
 from pipeline.annotate_config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
+from pipeline.annotate_games import stopping_input_error
 from pipeline.annotate_graph import build
-from pipeline.annotate_journal import JOURNAL_EVERY, JOURNAL_SECONDS, delete_journal
+from pipeline.annotate_journal import (
+    JOURNAL_EVERY,
+    JOURNAL_SECONDS,
+    delete_journal,
+    flush_open_writers,
+)
 from pipeline.annotate_output import prepare_output, run_identity
 from pipeline.card import write_card
-from pipeline.engine import Limit, UciEngine
+from pipeline.engine import EngineError, Limit, UciEngine
+from pipeline.exclude import Exclusions, load_exclusions
 from pipeline.portable import DEFAULT_GROUPS, for_workers, runner_args
 from pipeline.sources import expand_inputs
+from pipeline.split_lock import SplitBusy, split_lock
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -90,8 +111,23 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--limit",
         default=DEFAULT_LIMIT,
         type=Limit.parse,
-        help="per-move search: nodes=N (reproducible) or time=SECONDS "
+        help="each search's limit: nodes=N (reproducible) or time=SECONDS "
         f"(the paper: time=0.05); default {DEFAULT_LIMIT}",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="action-values",
+        help="action-values: every legal move searched alone under --limit (full AV rows, "
+        "the default); search: one unrestricted search per board (state value, best move, "
+        "and the --multipv best moves' values as a partial row), 1/32 of the nodes at the "
+        "same --limit",
+    )
+    parser.add_argument(
+        "--multipv",
+        type=int,
+        default=1,
+        help="--mode search: the K best lines whose first moves are valued (default 1)",
     )
     parser.add_argument(
         "--engine",
@@ -151,6 +187,16 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_GROUPS}; on a big cluster a few per engine)",
     )
     parser.add_argument(
+        "--exclude",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="PATH",
+        help="evaluation sets never to train on: Lichess puzzle CSVs (.csv, .csv.zst: the "
+        "positions after Moves[0]) and EPD files; boards of those positions are dropped and "
+        "counted in stats.json (excluded)",
+    )
+    parser.add_argument(
         "--overwrite",
         action="store_true",
         help="replace shards and stats already in <out>/<split>, and delete an interrupted "
@@ -191,11 +237,17 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         raise SystemExit(f"--max-games must be >= 1, got {args.max_games}")
     if args.journal_every < 0:
         raise SystemExit(f"--journal-every must be >= 0, got {args.journal_every}")
+    if args.multipv < 1:
+        raise SystemExit(f"--multipv must be >= 1, got {args.multipv}")
+    if args.multipv != 1 and args.mode != "search":
+        raise SystemExit("--multipv is for --mode search (action-values values every move)")
     config = AnnotateConfig(
         inputs=tuple(args.inputs),
         out=args.out,
         split=args.split,
         limit=args.limit,
+        mode=args.mode,
+        multipv=args.multipv,
         engine=EngineConfig(
             args.engine, args.threads, args.hash_mb, args.engine_timeout, args.retries
         ),
@@ -209,6 +261,7 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         fail_on_input_error=args.fail_on_input_error,
         progress_seconds=args.progress_seconds,
         journal_every=args.journal_every,
+        exclude=tuple(args.exclude),
     )
     beam_args = runner_args(beam_args)
     if not any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
@@ -234,6 +287,11 @@ def _expected_workers(options: PipelineOptions) -> int:
     return 1 if opts.get("runner", "DirectRunner") == "DirectRunner" else 0
 
 
+_LOCAL_RUNNERS = ("DirectRunner", "direct", "DirectRunner()")
+# The failures output is one file (the graph writes it with one shard).
+FAILURES_FILE = shard_name(FAILURES_PREFIX, 0, 1)
+
+
 def _runner(options: PipelineOptions) -> str:
     return options.get_all_options().get("runner") or "DirectRunner"
 
@@ -244,6 +302,7 @@ def _static_stats(
     options: PipelineOptions,
     engine_path: str | None,
     engine_name: str | None,
+    exclusions: Exclusions,
 ) -> dict:
     """The run's description that stats.json carries beside its counts."""
     return {
@@ -252,6 +311,10 @@ def _static_stats(
         "out": config.out,
         "split": config.split,
         "limit": str(config.limit),
+        "mode": config.mode,
+        "multipv": config.multipv,
+        "row_limit": config.row_limit,
+        "exclude": exclusions.describe(),
         "engine": {**asdict(config.engine), "path": engine_path, "name": engine_name},
         "reproducible": config.limit.deterministic and config.engine.threads == 1,
         "sampling": {
@@ -269,30 +332,56 @@ def _static_stats(
 
 
 def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
-    """Runs the job to completion and returns its stats document (also in stats.json)."""
+    """Runs the job to completion and returns its stats document (also in stats.json).
+
+    The split's lock is held from before its outputs are readied until they are complete
+    (SplitBusy while another run holds it). An input error that stops the job
+    (`--fail-on-input-error`) is raised as the InputError naming the file.
+    """
     inputs = expand_inputs(list(config.inputs))
     options = PipelineOptions(runner_args(beam_args))
-    runner = _runner(options)
-    local = runner in ("DirectRunner", "direct", "DirectRunner()")
-    if not local:  # the workers may run in another directory
+    if _runner(options) not in _LOCAL_RUNNERS:  # the workers may run in another directory
         inputs = [for_workers(path) for path in inputs]
         config = dataclasses.replace(config, out=for_workers(config.out))
-    engine_path, engine_name = config.engine.path, None
-    if local:  # the workers are this machine: check the engine before starting anything
-        engine_path = find_engine(engine_path)
+    engine_name = None
+    if _runner(options) in _LOCAL_RUNNERS:
+        # The workers are this machine: check the engine before starting anything.
+        engine_path = find_engine(config.engine.path)
         engine_name = uci_name(engine_path)
-    resume = prepare_output(config, run_identity(config, inputs, engine_name))
-    static = _static_stats(config, inputs, options, engine_path, engine_name)
-    if local:
         config = dataclasses.replace(
             config, engine=dataclasses.replace(config.engine, path=engine_path)
         )
+    exclusions = load_exclusions(config.exclude)
+    for record in exclusions.files:
+        if record.skipped:
+            print(
+                f"WARNING: --exclude {record.path}: {record.skipped:,} malformed record(s) "
+                f"hold no position (first: {record.first_skipped})",
+                file=sys.stderr,
+            )
+    with split_lock(config.split_dir, "annotate"):
+        resume = prepare_output(config, run_identity(config, inputs, engine_name))
+        static = _static_stats(config, inputs, options, config.engine.path, engine_name, exclusions)
+        _announce(config, static, resume, exclusions)
+        return _run_pipeline(config, inputs, options, static, resume or (), exclusions)
+
+
+def _announce(
+    config: AnnotateConfig, static: dict, resume: list[str] | None, exclusions: Exclusions
+) -> None:
     print(
-        f"annotate: {len(inputs)} input(s) -> {config.split_dir} ({config.limit}, {runner}, "
-        f"{static['expected_workers'] or '?'} worker(s))",
+        f"annotate: {len(static['inputs'])} input(s) -> {config.split_dir} ({config.row_limit}, "
+        f"{static['runner']}, {static['expected_workers'] or '?'} worker(s))",
         file=sys.stderr,
         flush=True,
     )
+    if exclusions.files:
+        print(
+            f"annotate: excluding {len(exclusions):,} evaluation positions of "
+            f"{len(exclusions.files)} file(s)",
+            file=sys.stderr,
+            flush=True,
+        )
     if resume is not None:
         print(
             f"annotate: resuming the interrupted run in {config.split_dir}: boards in its "
@@ -300,11 +389,27 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
             file=sys.stderr,
             flush=True,
         )
+
+
+def _run_pipeline(
+    config: AnnotateConfig,
+    inputs: list[str],
+    options: PipelineOptions,
+    static: dict,
+    resume: Sequence[str],
+    exclusions: Exclusions,
+) -> dict:
+    """Builds and runs the Beam job; completes stats.json and deletes the journal."""
     began = time.monotonic()
     root = beam.Pipeline(options=options)
-    build(root, config, inputs, static, resume or ())
-    result = root.run()
-    result.wait_until_finish()
+    build(root, config, inputs, static, resume, exclusions.keys)
+    try:
+        root.run().wait_until_finish()
+    except Exception as e:
+        stop = stopping_input_error(e) if config.fail_on_input_error else None
+        if stop is None:
+            raise
+        raise stop from None
     wall = time.monotonic() - began
     path = stats_path(config.split_dir)
     document = stats.read_json(path)
@@ -323,10 +428,48 @@ def run(argv: Sequence[str]) -> dict:
     return run_config(config, beam_args)
 
 
+def _stopped(config: AnnotateConfig, signum: int) -> str:
+    """Ctrl-C or SIGTERM: saves this process's buffered journal rows; the line to print."""
+    saved = flush_open_writers()
+    name = signal.Signals(signum).name
+    if config.journal_every == 0:
+        return f"annotate: stopped by {name}; no journal (--journal-every 0): a rerun starts over"
+    at_stop = f" ({saved:,} of them written at the stop)" if saved else ""
+    return (
+        f"annotate: stopped by {name}; the boards annotated so far are in the journal "
+        f"{config.journal_dir}{at_stop}: rerun the same command to resume"
+    )
+
+
+def unfinished(document: dict) -> str | None:
+    """Why a completed run did not do its job (the command then exits 1), or None."""
+    games, boards = document["games"], document["boards"]
+    if games["read"] == 0:
+        count = len(document["inputs"])
+        where = "the input" if count == 1 else f"any of the {count} inputs"
+        return f"no game read from {where}: nothing to annotate"
+    if boards["failed"] and not boards["annotated"] and not document["resumed"]["boards"]:
+        # An example is "FEN: error"; a FEN holds no colon.
+        first = document["examples"].get("failed", [": ?"])[0].partition(": ")[2]
+        split_dir = FileSystems.join(document["out"], document["split"])
+        failures = FileSystems.join(failures_dir(split_dir), FAILURES_FILE)
+        return (
+            f"every board failed ({boards['failed']:,}; they are in {failures}); "
+            f"the first: {first[:200]}"
+        )
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        document = run(sys.argv[1:] if argv is None else argv)
-    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        config, beam_args = parse_args(sys.argv[1:] if argv is None else argv)
+    except ValueError as e:  # e.g. --runner=DaskRunner without dask.distributed
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    try:
+        with stop_on_signals(functools.partial(_stopped, config)):
+            document = run_config(config, beam_args)
+    except (OSError, ValueError, EngineError, SplitBusy) as e:  # FileNotFound, InputError, ...
         print(f"error: {e}", file=sys.stderr)
         return 1
     boards, games = document["boards"], document["games"]
@@ -334,10 +477,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"annotate: {games['used']:,} games used ({games['skipped_total']:,} skipped), "
         f"{boards['unique']:,} unique boards, {boards['annotated']:,} annotated, "
         f"{document['resumed']['boards']:,} resumed, {boards['failed']:,} failed, "
+        f"{document['excluded']['boards']:,} excluded, "
         f"{document['action_values']:,} action values "
         f"in {format_duration(document['wall_time_s'])}",
         document,
     )
+    problem = unfinished(document)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     return 0
 
 

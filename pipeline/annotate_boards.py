@@ -18,7 +18,7 @@ import apache_beam as beam
 from core.engine_path import find_engine
 from core.progress import format_duration
 from pipeline import stats
-from pipeline.action_values import BoardAnnotator, NoLegalMoves, Outcome
+from pipeline.action_values import BoardAnnotator, Mode, NoLegalMoves, Outcome
 from pipeline.annotate_config import EngineConfig
 from pipeline.annotate_journal import JOURNAL_EVERY, JournalWriter
 from pipeline.engine import Limit, UciEngine
@@ -105,6 +105,8 @@ class AnnotateBoards(beam.DoFn):
     row on FAILURES_TAG for each board, then the group's stats. `context` ({"todo": boards to
     annotate, "resumed": boards from the journal}, or None) only feeds the progress lines.
 
+    `mode` and `multipv` choose how a board is valued (pipeline.action_values: every legal
+    move searched alone, or one unrestricted search reporting `multipv` lines).
     One engine process per DoFn instance, i.e. per worker thread: started in `setup`,
     closed in `teardown`. With a node limit one board waits queued in the engine behind the
     one being searched, so the engine never idles between the boards of a group. Boards with
@@ -121,9 +123,13 @@ class AnnotateBoards(beam.DoFn):
         workers: int,
         journal: str | None = None,
         journal_every: int = JOURNAL_EVERY,
+        mode: Mode = "action-values",
+        multipv: int = 1,
     ):
         self.engine_config = engine
         self.limit = limit
+        self.mode = mode
+        self.multipv = multipv
         self.progress_seconds = progress_seconds
         self.workers = workers
         self.journal = journal
@@ -136,6 +142,8 @@ class AnnotateBoards(beam.DoFn):
             lambda: UciEngine(path, cfg.threads, cfg.hash_mb, cfg.timeout),
             self.limit,
             retries=cfg.retries,
+            mode=self.mode,
+            multipv=self.multipv,
         )
         # Start now: an engine that cannot run fails the job here, with its own error.
         self._engine_name = self._annotator.start().name
@@ -204,7 +212,7 @@ class AnnotateBoards(beam.DoFn):
             "count": outcome.count,
             "error": outcome.error,
             "engine": self._engine_name,
-            "limit": str(self.limit),
+            "limit": annotator.row_limit,
         }
         return tagged(FAILURES_TAG, failure)
 

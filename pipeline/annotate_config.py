@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.action_values import Mode, limit_label
 from pipeline.annotate_journal import JOURNAL_EVERY, journal_dir
 from pipeline.engine import Limit
 from pipeline.portable import DEFAULT_GROUPS
@@ -32,6 +33,8 @@ class AnnotateConfig:
     out: str
     split: str = "train"
     limit: Limit = Limit.parse(DEFAULT_LIMIT)
+    mode: Mode = "action-values"  # or "search": one unrestricted search per board
+    multipv: int = 1  # lines of that search (search mode only)
     engine: EngineConfig = EngineConfig()
     sample_rate: float = 1.0
     seed: int = 0
@@ -43,6 +46,12 @@ class AnnotateConfig:
     fail_on_input_error: bool = False
     progress_seconds: float = 30.0
     journal_every: int = JOURNAL_EVERY  # 0: no journal
+    exclude: tuple[str, ...] = ()  # puzzle CSVs and EPD files whose positions are dropped
+
+    @property
+    def row_limit(self) -> str:
+        """The rows' `limit` column (pipeline.action_values.limit_label)."""
+        return limit_label(self.limit, self.mode, self.multipv)
 
     @property
     def split_dir(self) -> str:

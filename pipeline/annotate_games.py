@@ -1,4 +1,5 @@
-"""The DoFns from input files to boards: read and sample games, parse them, keep `--max-games`.
+"""The DoFns from input files to boards: read and sample games, parse them, keep `--max-games`,
+drop the evaluation sets' positions (`--exclude`).
 
 Each emits `(tag, value)` pairs (pipeline/portable.py): its data on GAMES_TAG or FENS_TAG and,
 at the end of each element, what it counted and skipped on stats.STATS_TAG. Games travel in
@@ -7,16 +8,20 @@ batches of GAME_BATCH, so that counting costs a few records per batch, not per g
 
 from __future__ import annotations
 
+import logging
+import re
 import sys
 
 import apache_beam as beam
 
 from pipeline import pgn, stats
+from pipeline.exclude import position_key
 from pipeline.portable import tagged
 from pipeline.sources import InputError, read_lines
 
 GAMES_TAG = "games"
 FENS_TAG = "fens"
+BOARDS_TAG = "boards"  # (fen, count) of a distinct board
 
 
 GAME_BATCH = 64  # games per element between reading and keeping (a few stats per batch)
@@ -28,13 +33,19 @@ class ReadGames(beam.DoFn):
 
     The sort key (sampling point, game id, path, ordinal) orders games for `--max-games`.
     A damaged input keeps every complete game before the damage; the game cut short is
-    counted as skipped ("truncated") and the file is listed in stats' input_errors.
+    counted as skipped ("truncated") and the file is listed in stats' input_errors (with
+    `fail_on_input_error` the InputError stops the job instead). An input without a single
+    game is named in a warning and counted (`inputs_without_games`).
     """
 
     def __init__(self, sample_rate: float, seed: int, fail_on_input_error: bool):
         self.sample_rate = sample_rate
         self.seed = seed
         self.fail_on_input_error = fail_on_input_error
+
+    def setup(self):
+        if self.fail_on_input_error:
+            quiet_input_errors()
 
     def process(self, path: str):
         s = stats.BundleStats()
@@ -49,6 +60,7 @@ class ReadGames(beam.DoFn):
         yield s.emit()
 
     def _games(self, path: str, s: stats.BundleStats):
+        games = 0
         try:
             for item in pgn.split_games(read_lines(path)):
                 if isinstance(item, pgn.Garbage):
@@ -56,6 +68,7 @@ class ReadGames(beam.DoFn):
                     s.example("garbage", f"{path} line {item.line_number}: {item.text[:80]!r}")
                     continue
                 s.count("games_read")
+                games += 1
                 if item.truncated:
                     s.count(f"skipped.{pgn.TRUNCATED}")
                     s.example(pgn.TRUNCATED, f"{path} game #{item.ordinal}: cut short")
@@ -68,9 +81,16 @@ class ReadGames(beam.DoFn):
                 yield (point, identifier, path, item.ordinal), item
         except InputError as e:
             s.input_error(path, str(e))
-            print(f"WARNING: {e}", file=sys.stderr, flush=True)
             if self.fail_on_input_error:
-                raise
+                raise  # the command prints it, as its error
+            print(f"WARNING: {e}", file=sys.stderr, flush=True)
+            return
+        if games == 0:
+            s.count("inputs_without_games")
+            s.example("no_games", path)
+            print(
+                f"WARNING: {path}: no game in it (empty, or not PGN)", file=sys.stderr, flush=True
+            )
 
 
 class ParseGames(beam.DoFn):
@@ -121,3 +141,66 @@ class KeepGames(beam.DoFn):
 def max_games_threshold(smallest: list) -> tuple | None:
     """The largest of the `--max-games` smallest keys (None when no game was valid)."""
     return smallest[-1] if smallest else None
+
+
+# -- --fail-on-input-error: the InputError that stops the job, in one line ---------------------
+
+# Where Beam reports a DoFn's exception itself (with its traceback) before raising it on.
+_BEAM_ERROR_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker")
+# An InputError as Beam passes it on from a worker process: its text, in a RuntimeError.
+_INPUT_ERROR_TEXT = re.compile(r"InputError: (.+?)(?: \[while running '[^']*'\])?$", re.M)
+
+
+class _QuietInputErrors(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, InputError) or "InputError: " in record.getMessage())
+
+
+def quiet_input_errors() -> None:
+    """Keeps Beam, in this process, from logging an InputError that stops the job: the
+    command reports it (`stopping_input_error`) in one line."""
+    for name in _BEAM_ERROR_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _QuietInputErrors) for f in logger.filters):
+            logger.addFilter(_QuietInputErrors())
+
+
+def stopping_input_error(error: BaseException) -> InputError | None:
+    """The InputError behind a failed job's exception, as Beam raised it, or None."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, InputError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    match = _INPUT_ERROR_TEXT.search(str(error))
+    if match is None:
+        return None
+    path, _, message = match.group(1).partition(": ")
+    return InputError(path, message)
+
+
+class DropExcluded(beam.DoFn):
+    """(fen, count) -> itself on BOARDS_TAG, unless its position (FEN without clocks) is one
+    of `keys`: then it is counted (`excluded` boards, `excluded_occurrences` in the games)
+    and dropped.
+
+    Only a dropped board emits stats, so counting costs one record per evaluation position
+    met, not per board. The keys travel inside the DoFn (pickled with the graph), which suits
+    the evaluation sets' tens of thousands of positions; millions would call for a side input
+    (and side inputs are what the DaskRunner gets wrong, pipeline/portable.py).
+    """
+
+    def __init__(self, keys: frozenset[str]):
+        self.keys = keys
+
+    def process(self, element):
+        fen, count = element
+        if position_key(fen) not in self.keys:
+            yield tagged(BOARDS_TAG, element)
+            return
+        s = stats.BundleStats()
+        s.count("excluded")
+        s.count("excluded_occurrences", count)
+        s.example("excluded", fen)
+        yield s.emit()

@@ -1,8 +1,9 @@
-"""The annotate job as a Beam graph: inputs -> games -> unique boards -> action values ->
-sharded Parquet, the failures output and stats.json.
+"""The annotate job as a Beam graph: inputs -> games -> unique boards (less the evaluation
+positions of `--exclude`) -> action values -> sharded Parquet, the failures output and
+stats.json.
 
-The stages' DoFns live in `annotate_games` (read, parse, `--max-games`), `annotate_boards`
-(the engine) and `annotate_journal` (reusing an interrupted run's rows).
+The stages' DoFns live in `annotate_games` (read, parse, `--max-games`, `--exclude`),
+`annotate_boards` (the engine) and `annotate_journal` (reusing an interrupted run's rows).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from pipeline import stats
 from pipeline.annotate_boards import FAILURES_TAG, ROWS_TAG, AnnotateBoards
 from pipeline.annotate_config import AnnotateConfig
 from pipeline.annotate_games import (
+    BOARDS_TAG,
     FENS_TAG,
     GAMES_TAG,
+    DropExcluded,
     KeepGames,
     ParseGames,
     ReadGames,
@@ -42,6 +45,7 @@ def build(
     inputs: list[str],
     static: dict | None = None,
     journal_parts: Sequence[str] = (),
+    excluded: frozenset[str] = frozenset(),
 ) -> beam.PCollection:
     """Adds the whole job to `root`: inputs -> shards, failures and stats.json; returns the
     collection of the stats document (one element), the job's last step.
@@ -51,11 +55,21 @@ def build(
     journaled to `config.journal_dir` unless `config.journal_every` is 0. `journal_parts`
     (`list_journal_parts`) are an interrupted run's parts: their boards are reused, not
     searched. `run_config` checks the journal's run.json first and deletes it afterwards.
+    Boards whose position (pipeline.exclude.position_key) is in `excluded` are dropped before
+    the journal and the engine see them.
     Only transforms every runner gets right are used (pipeline/portable.py), and stats.json
     is written only when the rows written are the rows counted (else stats.RowsLost).
     """
     static = dict(static or {})
     unique, all_stats = _unique_boards(root, config, inputs)
+    if excluded:
+        kept = split(
+            unique | "DropExcluded" >> beam.ParDo(DropExcluded(excluded)),
+            (BOARDS_TAG, stats.STATS_TAG),
+            "ExcludedOutputs",
+        )
+        unique = kept[BOARDS_TAG]
+        all_stats.append(kept[stats.STATS_TAG])
     todo, resumed_rows = unique, None
     if journal_parts:
         joined, journal_stats = _join_journal(root, unique, journal_parts)
@@ -74,6 +88,8 @@ def build(
                 static.get("expected_workers", 0),
                 config.journal_dir if config.journal_every > 0 else None,
                 config.journal_every,
+                config.mode,
+                config.multipv,
             )
         ),
         (ROWS_TAG, FAILURES_TAG, stats.STATS_TAG),

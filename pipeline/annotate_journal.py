@@ -10,8 +10,10 @@ once the run's outputs are written (`delete_journal`).
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import uuid
+import weakref
 
 import apache_beam as beam
 import pyarrow as pa
@@ -71,6 +73,9 @@ class JournalWriter:
         self.parts_written = 0
         self._rows: list[dict] = []
         self._oldest = 0.0
+        # A stopping run flushes every writer from another thread (flush_open_writers).
+        self._lock = threading.RLock()
+        _OPEN_WRITERS.add(self)
 
     @property
     def buffered(self) -> int:
@@ -78,23 +83,40 @@ class JournalWriter:
 
     def add(self, row: dict) -> str | None:
         """Buffers `row`; returns the part's path when this wrote one."""
-        if not self._rows:
-            self._oldest = self._clock()
-        self._rows.append(row)
-        if len(self._rows) >= self.every or self._clock() - self._oldest >= self.seconds:
-            return self.flush()
-        return None
+        with self._lock:
+            if not self._rows:
+                self._oldest = self._clock()
+            self._rows.append(row)
+            if len(self._rows) >= self.every or self._clock() - self._oldest >= self.seconds:
+                return self.flush()
+            return None
 
     def flush(self) -> str | None:
         """Writes the buffered rows as one part (nothing when none); returns its path."""
-        if not self._rows:
-            return None
-        name = journal_part_name(self.writer, self.parts_written)
-        path = FileSystems.join(self.directory, name)
-        write_parquet(self._rows, BOARD_SCHEMA, path)
-        self._rows = []
-        self.parts_written += 1
-        return path
+        with self._lock:
+            if not self._rows:
+                return None
+            name = journal_part_name(self.writer, self.parts_written)
+            path = FileSystems.join(self.directory, name)
+            write_parquet(self._rows, BOARD_SCHEMA, path)
+            self._rows = []
+            self.parts_written += 1
+            return path
+
+
+_OPEN_WRITERS: weakref.WeakSet[JournalWriter] = weakref.WeakSet()
+
+
+def flush_open_writers() -> int:
+    """Writes the rows that this process's JournalWriters still buffer, as a stopping run's
+    last save (in Beam's worker processes, theirs are lost as in a kill); returns how many."""
+    rows = 0
+    for writer in list(_OPEN_WRITERS):
+        with writer._lock:
+            buffered = writer.buffered
+            writer.flush()
+        rows += buffered
+    return rows
 
 
 def list_journal_parts(directory: str) -> list[str]:

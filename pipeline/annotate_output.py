@@ -32,7 +32,7 @@ def run_identity(config: AnnotateConfig, inputs: list[str], engine: str | None =
     return {
         "schema_version": SCHEMA_VERSION,
         "engine": engine,
-        "limit": str(config.limit),
+        "limit": config.row_limit,  # the mode too: a search-mode journal is not full values
         "engine_threads": config.engine.threads,
         "engine_hash_mb": config.engine.hash_mb,
         "sample_rate": config.sample_rate,
@@ -46,7 +46,7 @@ def run_identity(config: AnnotateConfig, inputs: list[str], engine: str | None =
 # run_identity's keys as the command line spells them, for error messages.
 _IDENTITY_FLAGS = {
     "engine": "--engine (its name)",
-    "limit": "--limit",
+    "limit": "--limit",  # its value shows --mode and --multipv too
     "engine_threads": "--threads",
     "engine_hash_mb": "--hash",
     "sample_rate": "--sample-rate",

@@ -10,11 +10,18 @@ publishes beside the dumps when it can be fetched; a file that does not match is
 `<name>.bad` and never used. Only a verified file (or, with no checksum to be had, a complete
 one, reported as unverified) is renamed to its final name. Progress (MB, rate, ETA) goes to
 stderr; the result is one JSON object on stdout.
+
+Two runs of the same file at once do not mix their bytes: the `.part` is held with an OS lock
+(`flock`) while it is written, and a second run waits for it (saying so), then finds the file
+in place and checks it like any file already present. The SHA-256 is that of the bytes on disk
+in the `.part` just before it is renamed, not a running sum of what this process received. A
+malformed `--sha256` is refused before anything is fetched. Ctrl-C keeps the `.part` (exit 130).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import http.client
 import json
@@ -27,12 +34,14 @@ import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 
+from core.interrupts import interrupted
 from core.progress import Progress
 
 LICHESS_STANDARD = "https://database.lichess.org/standard/"
 CHECKSUM_LIST = "sha256sums.txt"
 _CHUNK = 1 << 20
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class DownloadError(RuntimeError):
@@ -51,13 +60,28 @@ class Downloaded:
     sha256: str
     verified: bool
     checksum_source: str  # "--sha256", the list's URL, or "" when unverified
-    resumed_from: int
+    resumed_from: int  # bytes kept from an earlier run (0 when the download started over)
 
 
 def month_url(month: str) -> str:
     if not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", month):
         raise ValueError(f"--month must look like 2023-02, got {month!r}")
     return f"{LICHESS_STANDARD}lichess_db_standard_rated_{month}.pgn.zst"
+
+
+def check_sha256(text: str) -> str:
+    """The lower-case digest `text` spells; ValueError unless it is 64 hex digits."""
+    if not _SHA256.fullmatch(text.strip()):
+        raise ValueError(f"--sha256 must be 64 hexadecimal digits, got {text!r}")
+    return text.strip().lower()
+
+
+def target_path(url: str, out_dir: str) -> str:
+    """Where `url` is saved in `out_dir`; ValueError if the URL names no file."""
+    name = os.path.basename(urllib.parse.urlparse(url).path)
+    if not name:
+        raise ValueError(f"{url!r} does not name a file")
+    return os.path.join(out_dir, name)
 
 
 def published_sha256(url: str, timeout: float = 30.0) -> tuple[str, str] | None:
@@ -72,11 +96,7 @@ def published_sha256(url: str, timeout: float = 30.0) -> tuple[str, str] | None:
         return None
     for line in text.splitlines():
         parts = line.split()
-        if (
-            len(parts) == 2
-            and parts[1].lstrip("*") == name
-            and re.fullmatch(r"[0-9a-fA-F]{64}", parts[0])
-        ):
+        if len(parts) == 2 and parts[1].lstrip("*") == name and _SHA256.fullmatch(parts[0]):
             return parts[0].lower(), list_url
     print(f"download: {list_url} does not list {name}", file=sys.stderr)
     return None
@@ -91,18 +111,80 @@ def _hash_file(path: str, hasher) -> int:
     return size
 
 
-class _Partial:
-    """The `.part` file and the running SHA-256 of the bytes in it."""
+class _LockedPart:
+    """The `.part` file, opened and held with an exclusive `flock` by this process.
 
-    def __init__(self, path: str):
+    Every writer takes the lock before touching the file, so bytes are only appended by the
+    holder; another run blocks in `acquire` until the holder is done.
+    """
+
+    def __init__(self, path: str, handle):
         self.path = path
-        self.hasher = hashlib.sha256()
-        self.size = _hash_file(path, self.hasher) if os.path.exists(path) else 0
+        self._handle = handle
+        self.size = os.fstat(handle.fileno()).st_size
+        self.resumed_from = self.size
+
+    @classmethod
+    def acquire(cls, path: str) -> _LockedPart | None:
+        """Opens (creating it if need be) and locks `path`, waiting for another holder.
+
+        None when, by the time the lock is ours, `path` is no longer the file we opened (the
+        holder renamed it into place or moved it aside): the caller looks again.
+        """
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(
+                    f"download: another process is downloading {path}; waiting for it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(path)
+            except FileNotFoundError:
+                current = None
+            if current is None or not os.path.samestat(os.fstat(fd), current):
+                os.close(fd)
+                return None
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, open(fd, "r+b"))  # noqa: SIM115 - closed by close()
+
+    def append(self, data: bytes) -> None:
+        self._handle.seek(0, os.SEEK_END)
+        self._handle.write(data)
+        self.size += len(data)
 
     def restart(self) -> None:
-        open(self.path, "wb").close()
-        self.hasher = hashlib.sha256()
-        self.size = 0
+        """Empties the file: the server sends the whole file again."""
+        self._handle.seek(0)
+        self._handle.truncate()
+        self.size = self.resumed_from = 0
+
+    def sha256(self, progress_every: float) -> str:
+        """The SHA-256 of the bytes now in the file (read back from disk)."""
+        self._handle.flush()
+        self._handle.seek(0)
+        digest = hashlib.sha256()
+        progress = Progress(
+            f"sha256 {os.path.basename(self.path)}", self.size, "MB", progress_every, scale=1e-6
+        )
+        done = 0
+        while chunk := self._handle.read(_CHUNK):
+            digest.update(chunk)
+            done += len(chunk)
+            progress.update(done)
+        return digest.hexdigest()
+
+    def unlink(self) -> None:
+        os.unlink(self.path)
+
+    def close(self) -> None:
+        self._handle.close()  # releases the lock
 
 
 def _total_size(response, offset: int) -> int | None:
@@ -115,7 +197,7 @@ def _total_size(response, offset: int) -> int | None:
     return offset + int(length) if length is not None else None
 
 
-def _fetch_into(url: str, part: _Partial, timeout: float, progress_every: float) -> None:
+def _fetch_into(url: str, part: _LockedPart, timeout: float, progress_every: float) -> None:
     """One attempt: appends the rest of the file to `part`.
 
     Raises OSError/HTTPException when the connection fails; the caller resumes.
@@ -137,12 +219,9 @@ def _fetch_into(url: str, part: _Partial, timeout: float, progress_every: float)
             offset = 0
         total = _total_size(response, offset)
         progress = Progress(os.path.basename(part.path), total, "MB", progress_every, scale=1e-6)
-        with open(part.path, "ab") as handle:
-            while chunk := response.read(_CHUNK):
-                handle.write(chunk)
-                part.hasher.update(chunk)
-                part.size += len(chunk)
-                progress.update(part.size, baseline=offset)
+        while chunk := response.read(_CHUNK):
+            part.append(chunk)
+            progress.update(part.size, baseline=offset)
         progress.update(part.size, baseline=offset, force=True)
     if total is not None and part.size < total:
         raise http.client.IncompleteRead(b"", total - part.size)
@@ -158,34 +237,60 @@ def download(
     backoff: float = 2.0,
 ) -> Downloaded:
     """Downloads `url` into `out_dir` (see the module doc). Returns what was fetched."""
+    expected = check_sha256(sha256) if sha256 is not None else None  # before any byte moves
+    final = target_path(url, out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    name = os.path.basename(urllib.parse.urlparse(url).path)
-    if not name:
-        raise ValueError(f"{url!r} does not name a file")
-    final = os.path.join(out_dir, name)
-    part = final + ".part"
-    if sha256:
-        expected, source = sha256.lower(), "--sha256"
+    if expected:
+        source = "--sha256"
     else:
         expected, source = published_sha256(url, timeout) or (None, "")
-    if os.path.exists(final):
-        digest = hashlib.sha256()
-        size = _hash_file(final, digest)
-        if expected and digest.hexdigest() != expected:
-            raise ChecksumMismatch(
-                f"{final} exists but its SHA-256 {digest.hexdigest()} is not {expected} "
-                f"({source}); move it away and download again"
+    while True:
+        if os.path.exists(final):
+            return _already_present(final, url, expected, source)
+        part = _LockedPart.acquire(final + ".part")
+        if part is None:  # another run finished (or gave up on) that .part meanwhile
+            continue
+        try:
+            if os.path.exists(final):  # finished by another run before ours opened the .part
+                if part.size == 0:
+                    part.unlink()  # the empty one this run just created
+                continue
+            return _download_into(
+                url, part, final, expected, source, retries, timeout, progress_every, backoff
             )
-        print(f"download: {final} already present", file=sys.stderr)
-        return Downloaded(final, url, size, digest.hexdigest(), bool(expected), source, size)
+        finally:
+            part.close()
 
-    partial = _Partial(part)
-    resumed_from = partial.size
-    if resumed_from:
-        print(f"download: resuming {part} at {resumed_from:,} bytes", file=sys.stderr)
+
+def _already_present(final: str, url: str, expected: str | None, source: str) -> Downloaded:
+    digest = hashlib.sha256()
+    size = _hash_file(final, digest)
+    if expected and digest.hexdigest() != expected:
+        raise ChecksumMismatch(
+            f"{final} exists but its SHA-256 {digest.hexdigest()} is not {expected} "
+            f"({source}); move it away and download again"
+        )
+    print(f"download: {final} already present", file=sys.stderr)
+    return Downloaded(final, url, size, digest.hexdigest(), bool(expected), source, size)
+
+
+def _download_into(
+    url: str,
+    part: _LockedPart,
+    final: str,
+    expected: str | None,
+    source: str,
+    retries: int,
+    timeout: float,
+    progress_every: float,
+    backoff: float,
+) -> Downloaded:
+    """Completes the locked `part`, checks the bytes on disk, renames them to `final`."""
+    if part.size:
+        print(f"download: resuming {part.path} at {part.size:,} bytes", file=sys.stderr)
     for attempt in range(retries + 1):
         try:
-            _fetch_into(url, partial, timeout, progress_every)
+            _fetch_into(url, part, timeout, progress_every)
             break
         except urllib.error.HTTPError as e:
             if e.code < 500 and e.code not in (408, 429):
@@ -196,26 +301,27 @@ def download(
         if attempt == retries:
             raise DownloadError(
                 f"{url}: gave up after {retries + 1} attempts ({error!r}); "
-                f"{part} is kept and the next run resumes it"
+                f"{part.path} is kept and the next run resumes it"
             )
         print(f"download: connection failed ({error!r}); resuming", file=sys.stderr)
         time.sleep(backoff * (attempt + 1))
 
-    digest = partial.hasher.hexdigest()
+    digest = part.sha256(progress_every)
     if expected and digest != expected:
         bad = final + ".bad"
-        os.replace(part, bad)
+        os.replace(part.path, bad)
         raise ChecksumMismatch(
             f"{url}: SHA-256 of the download is {digest}, expected {expected} ({source}); "
             f"the bytes were moved aside to {bad} and not used"
         )
     if not expected:
         print(
-            f"download: WARNING: no checksum for {name}; it is complete but unverified",
+            f"download: WARNING: no checksum for {os.path.basename(final)}; "
+            "it is complete but unverified",
             file=sys.stderr,
         )
-    os.replace(part, final)
-    return Downloaded(final, url, partial.size, digest, bool(expected), source, resumed_from)
+    os.replace(part.path, final)  # still locked: the bytes just hashed are the ones renamed
+    return Downloaded(final, url, part.size, digest, bool(expected), source, part.resumed_from)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,7 +336,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         url = args.url or month_url(args.month)
+        if args.sha256 is not None:
+            check_sha256(args.sha256)
+        final = target_path(url, args.out)
+    except ValueError as e:
+        parser.error(str(e))
+    try:
         result = download(url, args.out, args.sha256, args.retries, args.timeout)
+    except KeyboardInterrupt:
+        return interrupted(
+            f"download: interrupted; {final}.part keeps the bytes so far and the same "
+            "command resumes it"
+        )
     except (DownloadError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -10,6 +10,9 @@ at a time because Stockfish starts a search's clock when it *reads* `go`.
 
 Each move's value is a search restricted to that root move (`go ... searchmoves <move>`), so
 its score is from the root side to move's view: the mover's view of the move, as the paper did.
+A root search (`submit_root`/`collect_root`, `search`) is one unrestricted search instead: the
+engine's best move and the first moves and scores of its `multipv` best lines (the cheap
+annotation, and the moves of self-play games).
 Before each board the engine gets `ucinewgame` (Stockfish then clears its hash and history
 tables), so with a node limit and one thread a board's values depend only on the board, not
 on which boards the same process searched before: runs are reproducible on any runner.
@@ -110,12 +113,77 @@ class Score:
 
 
 @dataclass(frozen=True)
+class PvLine:
+    """One principal variation of a root search: its first move and its score."""
+
+    move: str
+    score: Score
+
+
+@dataclass(frozen=True)
+class RootSearch:
+    """One unrestricted search: its lines in the engine's order (MultiPV 1 first, the best
+    by the engine's last complete reckoning), the move it played and the nodes it searched."""
+
+    lines: tuple[PvLine, ...]
+    best_move: str
+    nodes: int
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A board waiting in the engine's queue: `moves` are the root moves each searched alone;
+    None for one unrestricted root search from `fen` after `played` (UCI moves)."""
+
+    fen: str
+    moves: tuple[str, ...] | None
+    limit: Limit
+    submitted: float
+    played: tuple[str, ...] = ()
+    new_game: bool = True
+
+    @property
+    def searches(self) -> int:
+        return 1 if self.moves is None else len(self.moves)
+
+    def commands(self) -> str:
+        """The board's UCI commands: a clear (unless continuing a game), the position and
+        its `go` lines."""
+        text = "ucinewgame\n" if self.new_game else ""
+        text += f"position fen {self.fen}"
+        text += f" moves {' '.join(self.played)}\n" if self.played else "\n"
+        if self.moves is None:
+            return text + f"go {self.limit.go_args}\n"
+        return text + "".join(f"go {self.limit.go_args} searchmoves {m}\n" for m in self.moves)
+
+
+@dataclass(frozen=True)
 class MoveSearch:
     """One restricted search: the move, its score and the nodes the engine reported."""
 
     move: str
     score: Score
     nodes: int
+
+
+def _parse_pv_lines(output: bytes) -> tuple[dict[int, PvLine], int]:
+    """The last reported line per MultiPV index of one search's output, and its last node
+    count (info lines without a score or a pv, e.g. `currmove` lines, are not lines)."""
+    lines: dict[int, PvLine] = {}
+    nodes = 0
+    for raw in output.split(b"\n"):
+        if not raw.startswith(b"info ") or b" score " not in raw:
+            continue
+        score, reported = _parse_score_line(raw)
+        nodes = reported or nodes
+        tokens = raw.split()
+        try:
+            index = int(tokens[tokens.index(b"multipv") + 1]) if b"multipv" in tokens else 1
+            move = tokens[tokens.index(b"pv") + 1].decode()
+        except (ValueError, IndexError):
+            continue  # a score with no pv: nothing to name the line by
+        lines[index] = PvLine(move, score)
+    return lines, nodes
 
 
 def _parse_score_line(line: bytes) -> tuple[Score, int]:
@@ -152,7 +220,8 @@ class UciEngine:
         self.name = ""
         self._process: subprocess.Popen | None = None
         self._buffer = bytearray()
-        self._queue: collections.deque = collections.deque()  # (fen, moves, limit, sent at)
+        self._queue: collections.deque[_Job] = collections.deque()
+        self.multipv = 1  # lines a root search reports (`set_multipv`)
         self._search_seconds = 0.0  # running mean wall time of one queued search
         self._last_collected = 0.0
         self.start()
@@ -173,6 +242,14 @@ class UciEngine:
         except OSError as e:
             raise EngineDied(f"cannot start engine {self.path!r}: {e}") from e
         self._buffer.clear()
+        try:
+            self._handshake()
+        except EngineError as e:
+            # Say which engine and when: this is where a wrong --engine shows up.
+            detail = str(e).removeprefix(f"engine {self.path!r} ")
+            raise type(e)(f"engine {self.path!r} failed the UCI handshake: {detail}") from None
+
+    def _handshake(self) -> None:
         self._send("uci\n")
         handshake = self._read_until(b"uciok", 30.0)
         for line in handshake.splitlines():
@@ -182,7 +259,8 @@ class UciEngine:
             self.name = os.path.basename(self.path)
         self._send(
             f"setoption name Threads value {self.threads}\n"
-            f"setoption name Hash value {self.hash_mb}\nisready\n"
+            f"setoption name Hash value {self.hash_mb}\n"
+            f"setoption name MultiPV value {self.multipv}\nisready\n"
         )
         self._read_until(b"readyok", 60.0)
 
@@ -320,10 +398,56 @@ class UciEngine:
         so the engine never waits for this process. A time limit's commands are only sent
         by `collect`, one search at a time.
         """
-        self._queue.append((fen, moves, limit, time.perf_counter()))
-        if limit.kind == "nodes":
-            header = f"ucinewgame\nposition fen {fen}\n"
-            self._send(header + "".join(f"go {limit.go_args} searchmoves {m}\n" for m in moves))
+        self._enqueue(_Job(fen, tuple(moves), limit, time.perf_counter()))
+
+    def submit_root(
+        self,
+        fen: str,
+        limit: Limit,
+        played: tuple[str, ...] | list[str] = (),
+        new_game: bool = True,
+    ) -> None:
+        """Queues one unrestricted search of the position after `played` (UCI moves) from
+        `fen`, after a clear unless `new_game` is False (the next move of the same game:
+        the engine keeps its hash, and sees the game's repetitions through `played`).
+        Collected by `collect_root`; queued like `submit`."""
+        self._enqueue(_Job(fen, None, limit, time.perf_counter(), tuple(played), new_game))
+
+    def _enqueue(self, job: _Job) -> None:
+        self._queue.append(job)
+        if job.limit.kind == "nodes":
+            self._send(job.commands())
+
+    def set_multipv(self, lines: int) -> None:
+        """How many best lines root searches report (UCI MultiPV), from the next search on.
+        Only between searches: nothing may be queued."""
+        if lines < 1:
+            raise ValueError(f"multipv must be >= 1, got {lines}")
+        if self._queue:
+            raise RuntimeError("set_multipv with boards still queued: collect them first")
+        if lines != self.multipv:
+            self._send(f"setoption name MultiPV value {lines}\nisready\n")
+            self._read_until(b"readyok", 60.0)
+            self.multipv = lines
+
+    def _take(self, root: bool) -> tuple[_Job, bytes | None]:
+        """The oldest job and, with a node limit, its whole output (read in bulk); a time
+        limit's job is returned unsent (None) for the caller to run search by search."""
+        if not self._queue:
+            raise RuntimeError("nothing submitted to collect")
+        if (self._queue[0].moves is None) != root:
+            wanted, queued = ("collect_root", "submit") if not root else ("collect", "submit_root")
+            raise RuntimeError(f"the oldest board was queued by {queued}: use {wanted}")
+        job = self._queue.popleft()
+        if job.limit.kind != "nodes":
+            return job, None
+        output = self._read_answers(job.searches, self.timeout or job.limit.watchdog_seconds())
+        now = time.perf_counter()
+        # The board ran from when it was sent or the previous board finished, whichever is later.
+        took = now - max(job.submitted, self._last_collected)
+        self._last_collected = now
+        self._search_seconds = 0.5 * self._search_seconds + 0.5 * took / job.searches
+        return job, output
 
     def collect(self) -> list[MoveSearch]:
         """Results of the oldest submitted board, one per move in the order submitted.
@@ -331,27 +455,49 @@ class UciEngine:
         Each is the last score the engine reported for that search (the root side to move's
         view) and its node count; the engine must answer each search with its move.
         """
-        fen, moves, limit, submitted = self._queue.popleft()
-        silence = self.timeout or limit.watchdog_seconds()
-        if limit.kind != "nodes":
-            self._send(f"ucinewgame\nposition fen {fen}\n")
+        job, output = self._take(root=False)
+        if output is None:
+            silence = self.timeout or job.limit.watchdog_seconds()
+            self._send(f"ucinewgame\nposition fen {job.fen}\n")
             results = []
-            for move in moves:
-                self._send(f"go {limit.go_args} searchmoves {move}\n")
+            for move in job.moves:
+                self._send(f"go {job.limit.go_args} searchmoves {move}\n")
                 results.append(self._read_search(move, silence))
             return results
-        output = self._read_answers(len(moves), silence)
-        now = time.perf_counter()
-        # The board ran from when it was sent or the previous board finished, whichever is later.
-        took = now - max(submitted, self._last_collected)
-        self._last_collected = now
-        self._search_seconds = 0.5 * self._search_seconds + 0.5 * took / len(moves)
         results, start = [], 0
-        for move in moves:
+        for move in job.moves:
             end = output.find(b"\n", output.find(b"bestmove", start)) + 1
             results.append(self._parse_search(output[start:end], move))
             start = end
         return results
+
+    def collect_root(self) -> RootSearch:
+        """The oldest root search's result (see RootSearch); scores are the root side to
+        move's view. EngineProtocolError if the engine reported no scored line."""
+        job, output = self._take(root=True)
+        if output is None:
+            self._send(job.commands())
+            output = self._read_until(b"bestmove", self.timeout or job.limit.watchdog_seconds())
+        end = output.rfind(b"bestmove")
+        best = output[end:].split()
+        lines, nodes = _parse_pv_lines(output[:end])
+        if 1 not in lines or len(best) < 2:
+            self._fail(EngineProtocolError, f"root search gave no scored line: {output[-300:]!r}")
+        ordered = tuple(lines[i] for i in sorted(lines) if i <= self.multipv)
+        return RootSearch(ordered, best[1].decode(), nodes)
+
+    def search(
+        self,
+        fen: str,
+        limit: Limit,
+        played: tuple[str, ...] | list[str] = (),
+        new_game: bool = True,
+    ) -> RootSearch:
+        """One root search, start to finish (`submit_root` then `collect_root`)."""
+        if self._queue:
+            raise RuntimeError("search with boards still queued: collect them first")
+        self.submit_root(fen, limit, played, new_game)
+        return self.collect_root()
 
     def search_moves(self, fen: str, moves: list[str], limit: Limit) -> list[MoveSearch]:
         """One board's searches, start to finish (`submit` then `collect`)."""

@@ -40,6 +40,8 @@ import argparse
 import collections
 import dataclasses
 import datetime
+import functools
+import signal
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -51,6 +53,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from core.actions import legal_actions, move_to_index
+from core.interrupts import stop_on_signals
 from core.progress import format_duration, print_result
 from core.schema import (
     BOARD_SCHEMA,
@@ -514,10 +517,19 @@ def parse_args(argv: Sequence[str]) -> tuple[ImportConfig, list[str]]:
     return config, beam_args
 
 
+def _stopped(config: ImportConfig, signum: int) -> str:
+    """Ctrl-C or SIGTERM: an import is not resumed; the line to print."""
+    return (
+        f"import_chessbench: stopped by {signal.Signals(signum).name}; an import is not "
+        f"resumed: rerun it with --overwrite to replace what it wrote in {config.split_dir}"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         config, beam_args = parse_args(sys.argv[1:] if argv is None else argv)
-        document = run_config(config, beam_args)
+        with stop_on_signals(functools.partial(_stopped, config)):
+            document = run_config(config, beam_args)
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -32,10 +32,9 @@ lines, two batches per worker in flight, and takes the results in input order, s
 (files, part boundaries, stats, failure messages) is the same whatever N; N is therefore not a
 setting a resume must match. The workers only convert: reading, writing and every file stay in
 this process. A worker that dies (killed, out of memory) ends the import with WorkerDied, the
-completed parts kept for a rerun; workers end with a killed import. They are started with
-"spawn": they inherit nothing from this process, whose threads (pyarrow's, a caller's) make
-"fork" unsafe; a program calling `import_lichess_evals` with workers therefore needs the usual
-`if __name__ == "__main__":` guard.
+completed parts kept for a rerun; workers end with a killed import. They are started as
+pipeline/workers.py says ("spawn"): a program calling `import_lichess_evals` with workers
+therefore needs the usual `if __name__ == "__main__":` guard.
 
 `import_lichess_evals(input_path, output_dir, config)` is the programmatic entry point.
 """
@@ -45,15 +44,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import itertools
 import json
-import multiprocessing
-import multiprocessing.connection
 import os
 import shutil
 import signal
 import sys
-import threading
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -64,8 +61,8 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import zstandard
 
+from core.interrupts import stop_on_signals
 from core.progress import Progress, format_duration, print_result
 from core.schema import (
     BOARD_SCHEMA,
@@ -91,6 +88,8 @@ from pipeline.lichess_evals import (
     Converted,
     convert_line,
 )
+from pipeline.workers import SPAWN, usable_cores, worker_start
+from pipeline.zstd_blocks import ZstdDamage, decompressed_chunks
 
 DEFAULT_ROWS_PER_SHARD = 1_000_000
 DEFAULT_PROGRESS_SECONDS = 5.0
@@ -152,29 +151,12 @@ class _Input:
             while data := self._read():
                 yield data
             return
-        # A loop over frames rather than zstandard's stream_reader, which returns a cut-short
-        # file's partial data without an error.
-        decompressor = zstandard.ZstdDecompressor()
-        frame, frame_started = decompressor.decompressobj(), False
-        while data := self._read():
-            while data:
-                try:
-                    out = frame.decompress(data)
-                except zstandard.ZstdError as e:
-                    raise InputError(
-                        self.path, f"corrupt zstd data near byte {self.position:,}: {e}"
-                    ) from e
-                frame_started = True
-                if out:
-                    yield out
-                if not frame.eof:
-                    break
-                data = frame.unused_data  # the next frame starts inside this chunk
-                frame, frame_started = decompressor.decompressobj(), False
-        if frame_started and not frame.eof:
-            raise InputError(
-                self.path, f"truncated zstd stream: it ends mid-frame at byte {self.position:,}"
-            )
+        # Block by block (pipeline.zstd_blocks): a corrupt file keeps every line before the
+        # damage, and one cut short is an error rather than silently partial data.
+        try:
+            yield from decompressed_chunks(self._read)
+        except ZstdDamage as e:
+            raise InputError(self.path, str(e)) from e
 
     def _read(self) -> bytes:
         try:
@@ -228,22 +210,6 @@ def _convert(text: bytes) -> Converted | BadLine:
         return e
 
 
-def _worker_start() -> None:
-    # Ctrl-C reaches the whole process group: the parent stops the pool, the workers must not
-    # each die with a traceback of their own.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # A worker holds both ends of its task queue, so it would wait for tasks forever after the
-    # parent is killed: the parent's sentinel ends it instead.
-    threading.Thread(target=_exit_with_parent, daemon=True).start()
-
-
-def _exit_with_parent() -> None:
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        multiprocessing.connection.wait([parent.sentinel])
-        os._exit(1)
-
-
 def _convert_batch(texts: list[bytes]) -> list[Converted | _Failure]:
     """A worker's task: the lines' conversions, in order."""
     results: list[Converted | _Failure] = []
@@ -265,9 +231,7 @@ def _converted(
             yield number, text, _convert(text)
         return
     batches: Iterator[_Batch] = iter(lambda: list(itertools.islice(lines, _BATCH_LINES)), [])
-    pool = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
-    )
+    pool = ProcessPoolExecutor(workers, mp_context=SPAWN, initializer=worker_start)
     in_flight: deque[tuple[_Batch, Future[list[Converted | _Failure]]]] = deque()
     try:
         while True:
@@ -421,15 +385,6 @@ class ImportConfig:
     def worker_count(self) -> int:
         """`workers`, 0 meaning one per core this process may use."""
         return self.workers or usable_cores()
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity, which containers and `taskset`
-    narrow), not every core of the machine."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity on this platform
-        return os.cpu_count() or 1
 
 
 class ImportMismatch(ValueError):
@@ -723,8 +678,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stopped(import_dir: str, signum: int) -> str:
+    """Ctrl-C or SIGTERM: the completed parts are on disk already; the line to print."""
+    kept = len(_load_parts(import_dir, False)) if os.path.isdir(import_dir) else 0
+    return (
+        f"import: stopped by {signal.Signals(signum).name}; {kept} completed part(s) kept in "
+        f"{import_dir}: rerun the same command to resume"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    import_dir = import_path(os.path.join(args.output, args.split))
     try:
         config = ImportConfig(
             split=args.split,
@@ -734,7 +699,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress_seconds=args.progress_seconds,
             workers=args.workers,
         )
-        document = import_lichess_evals(args.input, args.output, config)
+        with stop_on_signals(functools.partial(_stopped, import_dir)):
+            document = import_lichess_evals(args.input, args.output, config)
     except (OSError, ValueError, WorkerDied) as e:  # InputError, ImportMismatch, ...
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -1,7 +1,7 @@
 """Where PGN text comes from: paths, globs and URLs on any Beam filesystem, streamed as lines.
 
-`.pgn.zst` is decompressed on the fly (never to disk) frame by frame, so a truncated file is
-noticed: the zstandard stream reader would silently return the partial data instead.
+`.pgn.zst` is decompressed on the fly (never to disk) block by block (pipeline.zstd_blocks), so
+a truncated file is noticed and a corrupt one keeps the text of every block before the damage.
 `.gz`/`.bz2` go through Beam's own decompression. `http(s)://` URLs are streamed with urllib
 (Beam has no HTTP filesystem); everything else (local, gs://, s3://, ...) through
 `apache_beam.io.filesystems.FileSystems`.
@@ -17,9 +17,10 @@ import urllib.request
 from collections.abc import Iterator
 from typing import BinaryIO
 
-import zstandard
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+
+from pipeline.zstd_blocks import ZstdDamage, decompressed_chunks
 
 _CHUNK_BYTES = 1 << 20
 _GLOB_CHARS = "*?["
@@ -46,7 +47,8 @@ def expand_inputs(patterns: list[str]) -> list[str]:
     """Paths, globs, directories and URLs -> the sorted, de-duplicated list of inputs.
 
     A pattern matching nothing is an error naming it: a typo must not silently shrink a run.
-    A local directory stands for the PGN files directly inside it.
+    A local directory stands for the PGN files directly inside it. A pattern that names an
+    existing file is that file, even with glob characters in its name.
     """
     found: list[str] = []
     for pattern in patterns:
@@ -56,11 +58,13 @@ def expand_inputs(patterns: list[str]) -> list[str]:
         if os.path.isdir(pattern):
             names = sorted(n for n in os.listdir(pattern) if n.endswith(_PGN_SUFFIXES))
             matches = [os.path.join(pattern, n) for n in names]
+        elif FileSystems.exists(pattern):  # an existing name wins: `game [1].pgn` is a file
+            matches = [pattern]
         elif any(c in pattern for c in _GLOB_CHARS):
             result = FileSystems.match([pattern])[0]
             matches = sorted(m.path for m in result.metadata_list)
         else:
-            matches = [pattern] if FileSystems.exists(pattern) else []
+            matches = []
         if not matches:
             raise NoInputError(f"no input matches {pattern!r}")
         found.extend(matches)
@@ -79,32 +83,12 @@ def _open_binary(path: str, compression: str) -> BinaryIO:
 
 
 def _zstd_chunks(raw: BinaryIO, path: str) -> Iterator[bytes]:
-    """Decompressed bytes of a (possibly multi-frame) zstd stream; InputError if cut short."""
-    decompressor = zstandard.ZstdDecompressor()
-    frame = decompressor.decompressobj()
-    frame_has_input = False
-    consumed = 0
-    while True:
-        data = raw.read(_CHUNK_BYTES)
-        if not data:
-            break
-        consumed += len(data)
-        while data:
-            try:
-                out = frame.decompress(data)
-            except zstandard.ZstdError as e:
-                raise InputError(path, f"corrupt zstd data near byte {consumed:,}: {e}") from e
-            frame_has_input = True
-            if out:
-                yield out
-            if not frame.eof:
-                break
-            # The frame ended inside this chunk: the rest (if any) starts the next frame.
-            data = frame.unused_data
-            frame = decompressor.decompressobj()
-            frame_has_input = False
-    if frame_has_input and not frame.eof:
-        raise InputError(path, f"truncated zstd stream: it ends mid-frame after {consumed:,} bytes")
+    """Decompressed bytes of a (possibly multi-frame) zstd stream, block by block; InputError
+    (after every block before the damage) if it is corrupt or cut short."""
+    try:
+        yield from decompressed_chunks(lambda: raw.read(_CHUNK_BYTES))
+    except ZstdDamage as e:
+        raise InputError(path, str(e)) from e
 
 
 def _raw_chunks(raw: BinaryIO, path: str) -> Iterator[bytes]:

@@ -142,6 +142,7 @@ def summarize(partial: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]
         **static,
         "games": {
             "read": c.get("games_read", 0),
+            "inputs_without_games": c.get("inputs_without_games", 0),
             "not_sampled": c.get("games_not_sampled", 0),
             "skipped": skipped,
             "skipped_total": sum(skipped.values()),
@@ -164,6 +165,12 @@ def summarize(partial: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]
             "journal_parts": c.get("journal_parts", 0),
             "journal_parts_unreadable": c.get("journal_parts_unreadable", 0),
             "journal_rows_unused": c.get("journal_rows_unused", 0),
+        },
+        # Evaluation positions (--exclude) dropped before annotation: distinct boards, and
+        # their occurrences in the used games; neither is in boards.unique or boards.total.
+        "excluded": {
+            "boards": c.get("excluded", 0),
+            "occurrences": c.get("excluded_occurrences", 0),
         },
         "action_values": c.get("action_values", 0),
         "nodes_searched": c.get("nodes", 0),

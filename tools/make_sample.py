@@ -5,7 +5,7 @@
 1. `games.pgn.zst`: the well-known games of `tools/famous_games.txt` (entered by hand from the
    public record), checked move by move with python-chess and written as a Lichess-style PGN.
 2. `selfplay.pgn.zst`: games Stockfish plays against itself from the bundled ECO openings
-   (eval/data/openings.pgn), each side with its own small node budget so the weaker side makes
+   (core/data/openings.pgn), each side with its own small node budget so the weaker side makes
    mistakes. Node-limited single-threaded searches with a cleared hash are deterministic, so the
    same engine build gives the same games.
 3. `mismatch.pgn.zst`: Stockfish at a small node budget against a seeded random mover (and
@@ -40,10 +40,10 @@ import chess.pgn
 import zstandard
 
 from core.engine_path import engine_id, find_engine
+from core.openings import load_openings
 from core.progress import Progress
 from core.values import win_probability
 from eval.engines import EngineSettings, RandomAgent, StockfishAgent
-from eval.openings import load_openings
 from eval.tournament import play_game
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

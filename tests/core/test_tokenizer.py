@@ -1,3 +1,5 @@
+import random
+
 import chess
 import numpy as np
 import pytest
@@ -7,6 +9,7 @@ from core.tokenizer import (
     VOCAB_SIZE,
     VOCABULARY,
     detokenize,
+    fen_from_tokens,
     tokenize,
     tokenize_batch,
 )
@@ -208,3 +211,17 @@ def test_batch_equals_the_plain_reference_on_many_positions():
     fens = random_fens(2000, seed=3)
     batch = tokenize_batch(fens)
     assert [detokenize(row) for row in batch] == [reference_characters(f) for f in fens]
+
+
+def test_fen_from_tokens_inverts_tokenize():
+    rng = random.Random(11)
+    fens = ["r3k2r/8/8/3pP3/8/8/8/R3K2R w Kq d6 12 104", "8/8/8/8/8/8/8/K6k b - - 99 999"]
+    for _ in range(10):
+        board = chess.Board()
+        while not board.is_game_over() and board.ply() < 120:
+            fens.append(board.fen())
+            board.push(rng.choice(list(board.legal_moves)))
+    for fen, tokens in zip(fens, tokenize_batch(fens), strict=True):
+        assert fen_from_tokens(tokens) == fen
+    with pytest.raises(ValueError):
+        fen_from_tokens(np.zeros(SEQUENCE_LENGTH, np.int32))

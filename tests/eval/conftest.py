@@ -1,10 +1,16 @@
 """Helpers for the eval tests: a scripted agent (protocol tests), positions made by moves,
-and (session fixtures) Stockfish-annotated boards and a small model trained on them."""
+a UCI engine process to talk to line by line, and (session fixtures) Stockfish-annotated
+boards and a small model trained on them."""
 
 from __future__ import annotations
 
+import os
 import pathlib
+import queue
 import random
+import subprocess
+import sys
+import threading
 
 import chess
 import pytest
@@ -114,3 +120,98 @@ def trained_run(tmp_path_factory, annotated) -> pathlib.Path:
     ]  # fmt: skip
     assert train_main(argv) == 0
     return run
+
+
+class UciProcess:
+    """A real engine process (`argv`) spoken to over its pipes, line by line: `send` lines,
+    then read with `until` (each line waits at most `timeout` seconds)."""
+
+    def __init__(self, argv: list[str], cwd: str | os.PathLike, timeout: float = 300.0):
+        self.timeout = timeout
+        self.proc = subprocess.Popen(
+            argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.stderr = b""
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
+
+    def _read_stdout(self) -> None:
+        for raw in self.proc.stdout:
+            self.lines.put(raw.decode("utf-8", "replace").rstrip("\n"))
+        self.lines.put(None)
+
+    def _read_stderr(self) -> None:
+        self.stderr = self.proc.stderr.read()
+
+    def send(self, *lines: str | bytes) -> None:
+        for line in lines:
+            self.proc.stdin.write((line.encode() if isinstance(line, str) else line) + b"\n")
+        self.proc.stdin.flush()
+
+    def until(self, done) -> list[str]:
+        """The lines up to and including the first for which done(line) is true."""
+        got: list[str] = []
+        while True:
+            try:
+                line = self.lines.get(timeout=self.timeout)
+            except queue.Empty:
+                raise AssertionError(f"no answer in {self.timeout} s; got {got}") from None
+            if line is None:
+                raise AssertionError(f"engine output ended; got {got}")
+            got.append(line)
+            if done(line):
+                return got
+
+    def ready(self) -> list[str]:
+        """`isready`: the lines before `readyok`."""
+        self.send("isready")
+        return self.until(lambda line: line == "readyok")[:-1]
+
+    def go(self, go: str = "go") -> tuple[list[str], str]:
+        """The lines before `bestmove`, and the best move (UCI)."""
+        self.send(go)
+        lines = self.until(lambda line: line.startswith("bestmove "))
+        return lines[:-1], lines[-1].split()[1]
+
+    def thread_names(self) -> list[str]:
+        """The names of the process's threads (Linux /proc)."""
+        tasks = pathlib.Path(f"/proc/{self.proc.pid}/task")
+        return [(task / "comm").read_text().strip() for task in tasks.iterdir()]
+
+    def finish(self, timeout: float = 60.0) -> tuple[int, str]:
+        """Closes stdin (end of input) if still open, then (exit status, stderr)."""
+        if not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        code = self.proc.wait(timeout=timeout)
+        self._stderr_reader.join(timeout)
+        return code, self.stderr.decode("utf-8", "replace")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def uci_process():
+    """start(argv, cwd) -> a UciProcess, killed at the end of the test if still running."""
+    started: list[UciProcess] = []
+
+    def start(argv: list[str], cwd) -> UciProcess:
+        started.append(UciProcess(argv, cwd))
+        return started[-1]
+
+    yield start
+    for process in started:
+        process.kill()
+
+
+@pytest.fixture(scope="session")
+def console_script() -> str:
+    """The installed `searchless-uci` console script of this environment."""
+    path = pathlib.Path(sys.executable).parent / "searchless-uci"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: `make setup` installs the package and its script")
+    return str(path)

@@ -1,5 +1,6 @@
 import os
 import signal
+import warnings
 
 import chess
 import numpy as np
@@ -10,10 +11,14 @@ from core.engine_path import EngineNotFoundError
 from eval.engines import (
     Agent,
     EngineSettings,
+    GreedyAgent,
     RandomAgent,
     StockfishAgent,
     StockfishOracleAgent,
+    greedy_move,
     make_agent,
+    material_balance,
+    material_gain,
     parse_agent_spec,
     pick_index,
     repetition_adjusted,
@@ -115,6 +120,66 @@ def position_fen_after_mate() -> str:
     return board.fen()
 
 
+# --- greedy -------------------------------------------------------------------------------
+
+
+def greedy(fen: str) -> str:
+    return greedy_move(chess.Board(fen)).uci()
+
+
+def test_greedy_mates_in_one_before_taking_material():
+    # gxh3 or Nxh3 would win a rook; the quiet Ra8 mates.
+    board = chess.Board("6k1/5ppp/8/6N1/8/7r/6PP/R5K1 w - - 0 1")
+    assert max(material_gain(board, move) for move in board.legal_moves) == 5
+    assert greedy(board.fen()) == "a1a8"
+    # Both rooks mate: the first in action-space order (a1 before b1).
+    assert greedy(BACK_RANK) == "a1a8"
+    assert greedy(FOOL) == "d8h4"
+
+
+def test_greedy_takes_the_most_material():
+    # The knight on e4 can take a pawn (d6) or a rook (f6): the rook.
+    assert greedy("4k3/8/3p1r2/8/4N3/8/8/K7 w - - 0 1") == "e4f6"
+    # En passant counts the pawn it takes: the only gain on the board.
+    assert greedy("4k3/8/8/3pP3/8/8/8/K7 w - d6 0 2") == "e5d6"
+    # A queen promotion (+8) beats taking a rook (+5); with a capture it is +13.
+    assert greedy("4k3/P7/8/8/8/8/1r6/K7 w - - 0 1") == "a7a8q"  # not Kxb2
+    assert greedy("1r2k3/P7/8/8/8/8/8/K7 w - - 0 1") == "a7b8q"
+
+
+def test_greedy_breaks_ties_in_action_order_and_is_an_agent():
+    board = chess.Board()
+    assert greedy_move(board).uci() == legal_actions(board)[0] == "b1a3"
+    assert board.fen() == chess.STARTING_FEN  # the board is left as it was
+    with make_agent("greedy") as agent:
+        assert isinstance(agent, GreedyAgent) and isinstance(agent, Agent)
+        assert agent.name == "greedy"
+        assert agent.choose_move(chess.Board(SCHOLAR)).uci() == "f3f7"
+    assert make_agent("greedy:name=floor").name == "floor"
+    with pytest.raises(ValueError, match="unknown option 'seed'"):
+        parse_agent_spec("greedy:seed=1")
+    with pytest.raises(ValueError, match="no legal move"):
+        GreedyAgent().choose_move(chess.Board(position_fen_after_mate()))
+
+
+def test_material_gain_is_the_change_in_material_balance():
+    agent = RandomAgent(seed=11)
+    checked = 0
+    for _ in range(6):
+        agent.new_game()
+        board = chess.Board()
+        while not board.is_game_over() and len(board.move_stack) < 200:
+            before = material_balance(board, board.turn)
+            for move in board.legal_moves:
+                board.push(move)
+                after = material_balance(board, not board.turn)
+                board.pop()
+                assert material_gain(board, move) == after - before, (board.fen(), move)
+                checked += 1
+            board.push(agent.choose_move(board))
+    assert checked > 1000
+
+
 # --- Stockfish ----------------------------------------------------------------------------
 
 
@@ -191,6 +256,21 @@ def test_pick_index_argmax_and_sampling():
     assert np.allclose(draws / 4000, probs, atol=0.03)
     with pytest.raises(ValueError):
         pick_index(scores, "av", -1.0, rng)
+
+
+@pytest.mark.parametrize("temperature", [1e-320, 5e-324, 1e-300])
+def test_a_tiny_temperature_picks_among_the_best_instead_of_nan(temperature):
+    # scores / 1e-320 overflowed to inf and inf - inf gave NaN probabilities (issue 14).
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for target in ("av", "bc"):
+            scores = np.array([0.2, 0.9, 0.5, 0.9])
+            picks = {pick_index(scores, target, temperature, rng) for _ in range(200)}
+            assert picks == {1, 3}
+    # A huge temperature samples uniformly.
+    picks = [pick_index(np.array([0.2, 0.9, 0.5]), "av", 1e300, rng) for _ in range(3000)]
+    assert np.allclose(np.bincount(picks) / 3000, 1 / 3, atol=0.04)
 
 
 def test_repetition_workaround_values_a_claimable_move_at_a_half():

@@ -1,7 +1,12 @@
 import json
 import math
+import pathlib
+import shutil
+import subprocess
+import sys
 
 import chess
+import chess.engine
 import jax
 import numpy as np
 import pytest
@@ -15,6 +20,7 @@ from model.config import Config
 from model.predictor import Predictor
 from model.transformer import init_params
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 REPEATING = ("g1f3", "g8f6", "f3g1", "f6g8", "g1f3", "g8f6", "f3g1")  # ...Ng8 allows a claim
 
 
@@ -127,3 +133,31 @@ def test_puzzles_cli_with_the_trained_model(trained_run, tmp_path, shared_data):
     assert puzzles_main([*argv, "--out", str(out), "--quiet"]) == 0
     [result] = json.loads(out.read_text())["agents"]
     assert result["total"] == 10 and len(result["puzzles"]) == 10
+
+
+@pytest.mark.slow
+def test_every_consumer_skips_an_incomplete_checkpoint(trained_run, annotated, tmp_path, capsys):
+    """A later step's directory left empty: the neural agent (eval.puzzles, suites,
+    tournament), eval.metrics and the UCI engine all load step 80, with one warning line."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    (run / "checkpoints" / "500").mkdir()
+    with make_agent(f"neural:{run}") as agent:
+        assert agent.predictor.step == 80
+    capsys.readouterr()
+    argv = ["--checkpoint", str(run), "--data", str(annotated / "test"), "--quiet"]
+    assert metrics_main([*argv, "--max-boards", "3"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["step"] == 80
+    [warning] = captured.err.splitlines()
+    assert warning == (
+        f"warning: {run / 'checkpoints' / '500'} is an incomplete checkpoint (no params, "
+        "ema_params, opt_state, meta): skipped, using step 80"
+    )
+    command = [sys.executable, "-m", "eval.uci", "--checkpoint", str(run)]
+    engine = chess.engine.SimpleEngine.popen_uci(command, cwd=ROOT, stderr=subprocess.DEVNULL)
+    try:
+        board = chess.Board()
+        assert engine.play(board, chess.engine.Limit(nodes=1)).move in board.legal_moves
+    finally:
+        engine.quit()

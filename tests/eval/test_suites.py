@@ -4,16 +4,9 @@ import json
 import chess
 import pytest
 
+from core.eval_sets import parse_epd_line, parse_points, read_suite, theme_of
 from eval.engines import EngineSettings, StockfishAgent
-from eval.suites import (
-    main,
-    parse_epd_line,
-    parse_points,
-    read_suite,
-    run_suite,
-    score_move,
-    theme_of,
-)
+from eval.suites import main, run_suite, score_move
 
 # Hand-made lines in the formats of the real suites.
 STS_A = (

@@ -9,14 +9,14 @@ import chess
 import chess.pgn
 import pytest
 
-from eval.engines import AgentBase, RandomAgent, make_agent
-from eval.openings import (
+from core.openings import (
     DEFAULT_OPENINGS,
     Opening,
     OpeningsError,
     choose_openings,
     load_openings,
 )
+from eval.engines import AgentBase, RandomAgent, make_agent
 from eval.tournament import (
     AdjudicationConfig,
     TournamentConfig,

@@ -11,7 +11,7 @@ from core import bins
 from core.actions import legal_actions, moves_to_indices
 from core.tokenizer import tokenize_batch
 from model import config as config_lib
-from model.predictor import Predictor, TargetError
+from model.predictor import Predictor, TargetError, model_fen
 from model.transformer import build, init_params
 
 BOARDS = [
@@ -176,3 +176,50 @@ def test_asking_the_wrong_target_is_a_clear_error(predictors):
         predictor.state_values([BOARDS[0].fen()])
     with pytest.raises(TargetError, match="'bc'"):
         predictor.move_log_probs([BOARDS[0].fen()])
+
+
+@pytest.mark.parametrize(
+    "target, rows_per_pass, shapes",
+    [
+        # Padded buckets: up to 218 rows for AV (moves) and SV (successors) in chunks of 64.
+        ("av", None, [16, 32, 64]),
+        ("sv", None, [16, 32, 64]),
+        ("bc", None, [16]),  # one row per board
+        ("av", 4, [4]),  # row passes (a CPU's default): one shape whatever the rows
+    ],
+)
+def test_warm_up_compiles_every_shape_a_one_board_move_can_need(target, rows_per_pass, shapes):
+    # An architecture of its own per case (num_bins), so no other test has compiled its
+    # shapes; max_batch 64 keeps the compilations few and splits the 218-move board.
+    num_bins = 11 if rows_per_pass is None else 12
+    config = tiny(target).replace(train={"num_bins": num_bins})
+    predictor = Predictor(random_params(config), config, max_batch=64, rows_per_pass=rows_per_pass)
+    fn = predictor._log_probs if target == "bc" else predictor._values
+    assert predictor.warm_up(max_boards=1) == shapes
+    compiled = fn._cache_size()
+    assert compiled == len(shapes)
+    # Positions with 1, 2, 20, 48 and 218 legal moves: no new compilation.
+    boards = [
+        chess.Board("k7/8/8/8/8/8/5PPP/5RK1 b - - 0 1"),  # ...one king move
+        chess.Board("7k/8/6QK/8/8/8/8/8 b - - 0 1"),
+        chess.Board(),
+        chess.Board("r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1"),
+        chess.Board("R6R/3Q4/1Q4Q1/4Q3/2Q4Q/Q4Q2/pp1Q4/kBNN1KB1 w - - 0 1"),
+    ]
+    assert [b.legal_moves.count() for b in boards][2:] == [20, 48, 218]
+    for board in boards:
+        predictor.move_values([board])
+    assert fn._cache_size() == compiled
+
+
+def test_counters_beyond_three_digits_are_clamped_for_the_model(predictors):
+    late = chess.Board("4k3/8/8/8/8/8/4P3/4K3 b - - 1200 1000")
+    assert model_fen(late) == "4k3/8/8/8/8/8/4P3/4K3 b - - 999 999"
+    assert late.fen().endswith("1200 1000")  # the board itself is untouched
+    same = chess.Board("4k3/8/8/8/8/8/4P3/4K3 b - - 999 999")
+    for target, predictor in predictors.items():
+        # SV scores successor boards, whose fullmove number is one more: 1000 after Black.
+        [(moves, scores)] = predictor.move_values([late])
+        [(_, expected)] = predictor.move_values([same])
+        assert len(moves) == 5, target
+        np.testing.assert_array_equal(scores, expected)

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -57,24 +58,37 @@ def assert_trees_equal(a, b):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+def metrics_log(run: pathlib.Path) -> list[dict]:
+    """metrics.jsonl without what depends on the clock."""
+    records = [json.loads(line) for line in open(run / "metrics.jsonl")]
+    return [{k: v for k, v in r.items() if k not in ("time", "examples_per_s")} for r in records]
+
+
 def test_a_stopped_run_resumes_to_the_uninterrupted_result(synthetic_data, tmp_path):
     # Weighted sampling, HL-Gauss targets and a warm-up + cosine schedule all have to
-    # continue exactly too.
+    # continue exactly too. The stop at step 5 falls inside a log window (log_every 2) and
+    # on an evaluation step (eval_every 5), which the stop leaves to the resumed run.
     config = tiny(
         synthetic_data,
         sampler="weighted",
         hl_gauss=True,
         lr_schedule="cosine",
         warmup_steps=3,
-    )
+        eval_every=5,
+    ).replace(data={"test": str(synthetic_data / "test")})
     logs: list[str] = []
-    first = train(config, str(tmp_path / "a"), stop_after=4, log=logs.append)
-    assert first.stopped_early and first.step == 4 and first.data_position == 4 * 32
+    first = train(config, str(tmp_path / "a"), stop_after=5, log=logs.append)
+    assert first.stopped_early and first.step == 5 and first.data_position == 5 * 32
     resumed = train(config, str(tmp_path / "a"), log=logs.append)
-    assert "resumed from step 4 (data position 128)" in "\n".join(logs)
+    assert "resumed from step 5 (data position 160)" in "\n".join(logs)
     assert resumed.step == 8 and resumed.data_position == 8 * 32
     straight = train(config, str(tmp_path / "b"), log=logs.append)
     assert_trees_equal(resumed.state, straight.state)  # bitwise: params, EMA, optimiser
+    # The log too: every record, each averaging the same steps, the evaluation at 5 included.
+    assert metrics_log(tmp_path / "a") == metrics_log(tmp_path / "b")
+    assert [(r["kind"], r["step"]) for r in metrics_log(tmp_path / "b")] == [
+        ("train", 2), ("train", 4), ("eval", 5), ("train", 6), ("train", 8), ("eval", 8)
+    ]  # fmt: skip
     # The last two checkpoints are kept; the loader position travels with them.
     assert sorted(os.listdir(tmp_path / "a" / "checkpoints")) == ["6", "8"]
     params, saved, meta = load_params(str(tmp_path / "a"), use_ema=False)
@@ -109,9 +123,11 @@ def test_state_value_and_behavioural_cloning_train_and_predict(synthetic_data, t
 
 def train_command(data: pathlib.Path, out: pathlib.Path, steps: int) -> list[str]:
     sets = [f"model.{k}={v}" for k, v in TINY_MODEL.items()]
-    sets += ["checkpoint_every=10", "log_every=20", "learning_rate=1e-3", "keep_checkpoints=3"]
+    sets += ["checkpoint_every=10", "log_every=4", "learning_rate=1e-3", "keep_checkpoints=3"]
+    sets += ["eval_every=10", "eval_boards=10", "eval_batches=2"]
     command = [sys.executable, "-m", "model.train", "--config", "model/configs/small.toml"]
-    command += ["--data", str(data / "train"), "--test-data", "", "--out", str(out)]
+    command += ["--data", str(data / "train"), "--test-data", str(data / "test")]
+    command += ["--out", str(out)]
     command += ["--steps", str(steps), "--batch-size", "32"]
     for item in sets:
         command += ["--set", item]
@@ -157,6 +173,34 @@ def test_a_killed_process_resumes_where_its_checkpoint_left_off(synthetic_data, 
     straight_params, _, _ = load_params(str(straight), use_ema=False)
     assert meta["step"] == steps and meta["data_position"] == steps * 32
     assert_trees_equal(resumed_params, straight_params)
+    # The log is cut back to the checkpoint and redone: as if never killed.
+    assert metrics_log(out) == metrics_log(straight)
+    assert len(metrics_log(straight)) == steps // 4 + steps // 10
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_a_checkpoint_says_so_in_one_line_and_exits_130(synthetic_data, tmp_path):
+    out = tmp_path / "run"
+    command = train_command(synthetic_data, out, steps=100_000)  # still running when stopped
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 240
+    while not finished_steps(out) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    [line] = [line for line in stdout.splitlines() if line.startswith("stopped")]
+    stopped = int(re.fullmatch(r"stopped by SIGINT at step (\d+); run the same command again "
+                               r"to resume", line).group(1))  # fmt: skip
+    assert finished_steps(out)[-1] == stopped  # saved where it stopped
+    resume = [*command, "--stop-after", str(stopped + 3)]
+    run = subprocess.run(resume, cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"resumed from step {stopped} (data position {stopped * 32})" in run.stdout
+    assert finished_steps(out)[-1] == stopped + 3
 
 
 # Runs `python ARGS...` pinned to one core (set in the child itself: a preexec_fn would fork

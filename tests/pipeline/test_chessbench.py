@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import pathlib
 import random
+import signal
+import subprocess
+import sys
 
 import chess
 import numpy as np
@@ -26,6 +30,7 @@ from pipeline.export_chessbench import ExportConfig, export
 from pipeline.import_chessbench import ImportConfig, run_config
 from pipeline.import_chessbench import main as import_main
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 BEAM = ["--runner=DirectRunner"]
 SPECIAL = [
     "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1",  # both castlings
@@ -253,6 +258,32 @@ def test_a_truncated_shard_is_named_and_the_others_imported(clean_av, tmp_path, 
     rows = read_boards(str(out / "train")).to_pylist()
     assert rows and all(r["fen"] in truth for r in rows)
     assert document["boards"]["partial"] == sum(r["partial"] for r in rows)
+
+
+def test_ctrl_c_stops_the_import_in_one_line_with_130(clean_av, tmp_path):
+    directory, truth, _ = clean_av
+    pattern = str(directory / "action_value@2_data.bag")
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.import_chessbench", "--input", pattern, "--kind", "av",
+         "--output", str(out), *BEAM],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # the Ctrl-C goes to the whole group, as a terminal's
+    )  # fmt: skip
+    seen = []
+    while not (line := process.stderr.readline()).startswith("import_chessbench:"):
+        assert line, f"the import ended before it started: {seen}"
+        seen.append(line)
+    os.killpg(process.pid, signal.SIGINT)  # the pipeline is starting or running now
+    stderr = process.stderr.read()
+    assert process.wait(60) == 130, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1] == (
+        "import_chessbench: stopped by SIGINT; an import is not resumed: rerun it with "
+        f"--overwrite to replace what it wrote in {out / 'train'}"
+    )
+    config = ImportConfig(pattern, "av", str(out), overwrite=True)
+    assert run_config(config, BEAM)["boards"]["written"] == len(truth)
 
 
 def test_bad_arguments_and_existing_outputs_are_clear_errors(clean_av, imported_av, capsys):

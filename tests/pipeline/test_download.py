@@ -1,4 +1,5 @@
-"""pipeline.download against a real HTTP server on 127.0.0.1 that drops connections mid-file."""
+"""pipeline.download against a real HTTP server on 127.0.0.1 that drops connections mid-file,
+ignores Range, or holds a response half-sent until the test lets it go on."""
 
 from __future__ import annotations
 
@@ -6,14 +7,21 @@ import hashlib
 import http.server
 import json
 import os
+import pathlib
 import re
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
 from pipeline import download as dl
 
 NAME = "lichess_db_standard_rated_2023-02.pgn.zst"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GATE = dl._CHUNK  # a held response stops after one whole read of the client's
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -26,6 +34,10 @@ class _Server(http.server.ThreadingHTTPServer):
         self.cuts_left = 0  # responses to cut short after `cut_after` bytes
         self.cut_after = 0
         self.honour_range = True
+        # While `gate` is clear, a response stops after `gate_after` bytes until it is set.
+        self.gate = threading.Event()
+        self.gate.set()
+        self.gate_after = 0
         self.requests: list[tuple[str, str | None]] = []
 
     @property
@@ -76,6 +88,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.close()  # mid-file: the client sees a short read
             return
+        if not server.gate.is_set():
+            self.wfile.write(body[: server.gate_after])
+            self.wfile.flush()
+            server.gate.wait(60)
+            body = body[server.gate_after :]
         self.wfile.write(body)
 
 
@@ -96,6 +113,7 @@ def server(payload):
     digest = hashlib.sha256(payload).hexdigest()
     srv = _serve(payload, f"{'0' * 64}  other.pgn.zst\n{digest}  {NAME}\n")
     yield srv
+    srv.gate.set()
     srv.shutdown()
     srv.server_close()
 
@@ -125,6 +143,7 @@ def test_a_server_ignoring_range_restarts_from_zero(server, payload, tmp_path):
     (tmp_path / (NAME + ".part")).write_bytes(b"x" * 5000)  # wrong bytes: must not survive
     result = dl.download(server.base + NAME, str(tmp_path), backoff=0)
     assert open(result.path, "rb").read() == payload and result.verified
+    assert result.resumed_from == 0  # none of the 5000 bytes on disk were kept
 
 
 def test_a_wrong_checksum_is_refused_and_the_bytes_kept_aside(server, payload, tmp_path):
@@ -177,3 +196,112 @@ def test_month_urls():
     assert dl.month_url("2023-02").endswith("/standard/lichess_db_standard_rated_2023-02.pgn.zst")
     with pytest.raises(ValueError, match="2023-02"):
         dl.month_url("2023-13")
+
+
+def _command(url: str, out: pathlib.Path) -> list[str]:
+    return [sys.executable, "-m", "pipeline.download", "--url", url, "--out", str(out)]
+
+
+def _wait_for(condition, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _part_size(path: pathlib.Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def test_two_processes_downloading_the_same_file_leave_it_whole(server, payload, tmp_path):
+    """The second run waits on the first's lock, then finds the file in place and verifies it."""
+    server.gate.clear()
+    server.gate_after = GATE
+    part = tmp_path / (NAME + ".part")
+    first = subprocess.Popen(
+        _command(server.base + NAME, tmp_path),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(lambda: _part_size(part) >= GATE)
+    second = subprocess.Popen(
+        _command(server.base + NAME, tmp_path),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    waiting = second.stderr.readline()  # its checksum-list fetch prints nothing
+    server.gate.set()
+    outputs = [process.communicate(timeout=120) for process in (first, second)]
+    assert "another process is downloading" in waiting and str(part) in waiting
+    digest = hashlib.sha256(payload).hexdigest()
+    for process, (out, err) in zip((first, second), outputs, strict=True):
+        assert process.returncode == 0, err
+        result = json.loads(out)
+        assert result["verified"] and result["sha256"] == digest
+        assert result["bytes"] == len(payload)
+    assert (tmp_path / NAME).read_bytes() == payload
+    assert not part.exists()
+    assert [r for p, r in server.requests if p == "/" + NAME] == [None]  # fetched once
+
+
+def test_the_checksum_is_that_of_the_bytes_on_disk(server, payload, tmp_path):
+    """Bytes appended to the .part by a writer ignoring the lock are caught, not reported
+    as verified (the hash is read back from the file, not summed from what was received)."""
+    server.gate.clear()
+    server.gate_after = GATE
+    part = tmp_path / (NAME + ".part")
+    outcome: list[BaseException | dl.Downloaded] = []
+
+    def run() -> None:
+        try:
+            outcome.append(dl.download(server.base + NAME, str(tmp_path), backoff=0))
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread
+            outcome.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    _wait_for(lambda: _part_size(part) >= GATE)
+    with open(part, "ab") as rogue:
+        rogue.write(b"not the file")
+    server.gate.set()
+    thread.join(60)
+    [result] = outcome
+    assert isinstance(result, dl.ChecksumMismatch), result
+    assert not (tmp_path / NAME).exists()
+
+
+def test_a_malformed_sha256_is_refused_before_anything_is_fetched(server, tmp_path, capsys):
+    with pytest.raises(ValueError, match="64 hexadecimal digits"):
+        dl.download(server.base + NAME, str(tmp_path), sha256="abc123", backoff=0)
+    with pytest.raises(SystemExit) as exit_info:
+        dl.main(["--url", server.base + NAME, "--out", str(tmp_path), "--sha256", "g" * 64])
+    assert exit_info.value.code == 2
+    assert "--sha256 must be 64 hexadecimal digits" in capsys.readouterr().err
+    assert server.requests == [] and not any(tmp_path.iterdir())
+
+
+def test_ctrl_c_keeps_the_part_says_so_in_one_line_and_exits_130(server, payload, tmp_path):
+    server.gate.clear()
+    server.gate_after = GATE
+    part = tmp_path / (NAME + ".part")
+    process = subprocess.Popen(
+        _command(server.base + NAME, tmp_path),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(lambda: _part_size(part) >= GATE)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and out == ""
+    assert err.strip().splitlines()[-1].startswith("download: interrupted;")
+    assert part.read_bytes() == payload[:GATE]
+    server.gate.set()
+    result = dl.download(server.base + NAME, str(tmp_path), backoff=0)
+    assert result.resumed_from == GATE and (tmp_path / NAME).read_bytes() == payload

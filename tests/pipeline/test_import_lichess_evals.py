@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -524,6 +525,36 @@ def test_resume_after_the_process_is_killed(tmp_path):
     assert contents(out / "train") == contents(reference / "train")
 
 
+def test_ctrl_c_keeps_the_completed_parts_in_one_line_with_130(tmp_path):
+    source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(300, seed=5) * 10)
+    out = tmp_path / "out"
+    args = ["--input", str(source), "--output", str(out), "--rows-per-shard", "50"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.import_lichess_evals", *args, "--workers", "2"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # the Ctrl-C goes to the whole group, as a terminal's
+    )  # fmt: skip
+    import_dir = Path(import_path(str(out / "train")))
+    third = import_dir / "part-00002.json"
+    deadline = time.monotonic() + 30
+    while not third.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr
+    kept = re.fullmatch(
+        rf"import: stopped by SIGINT; (\d+) completed part\(s\) kept in "
+        rf"{re.escape(str(import_dir))}: rerun the same command to resume",
+        stderr.splitlines()[-1],
+    )
+    assert kept and int(kept.group(1)) >= 3
+
+    assert main([*args]) == 0
+    stats = json.loads(Path(stats_path(str(out / "train"))).read_text())
+    assert stats["resumed"]["parts"] >= 3 and stats["lines"] == 3000
+
+
 def test_a_rerun_with_other_settings_is_refused_and_overwrite_starts_over(tmp_path, monkeypatch):
     source = write_input(tmp_path / "evals.jsonl.zst", _mixed_lines())
     out = tmp_path / "out"
@@ -565,8 +596,10 @@ def test_a_finished_output_is_refused_unless_overwrite(tmp_path):
 
 
 def _files(split_dir: Path) -> dict[str, bytes]:
-    """Every Parquet file of a finished split by name, as bytes."""
-    return {f.name: f.read_bytes() for f in sorted(split_dir.glob("*.parquet"))}
+    """Every Parquet file of a finished split (boards, and failures in its meta folder) by
+    name, as bytes."""
+    folders = (split_dir, Path(meta_dir(str(split_dir))))
+    return {f.name: f.read_bytes() for d in folders for f in sorted(d.glob("*.parquet"))}
 
 
 def _many_mixed_lines() -> list[str]:
@@ -656,7 +689,7 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys
     # Each worker kills itself as it starts. (The initializer reaches the worker pickled by
     # name: a partial of stdlib functions can be, a function of this module may not import.)
     suicide = functools.partial(signal.raise_signal, signal.SIGKILL)
-    monkeypatch.setattr(lev, "_worker_start", suicide)
+    monkeypatch.setattr(lev, "worker_start", suicide)
     codes = []
     thread = threading.Thread(target=lambda: codes.append(main([*args, "--workers", "2"])))
     thread.start()

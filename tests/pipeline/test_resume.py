@@ -1,8 +1,9 @@
-"""An interrupted annotation run resumes from its journal (`<split>/_journal/`).
+"""An interrupted annotation run resumes from its journal (`<split>.meta/journal/`).
 
-The real CLI is killed with SIGKILL once its first journal part exists and run again; the
-rerun must reuse the journaled boards and write the same shards, byte for byte, as a run that
-was never interrupted (node-limited searches give the same row for a board every time).
+The real CLI is killed with SIGKILL (or stopped with Ctrl-C) once its first journal part
+exists and run again; the rerun must reuse the journaled boards and write the same shards, byte
+for byte, as a run that was never interrupted (node-limited searches give the same row for a
+board every time).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from core.schema import JOURNAL_RUN_FILE, journal_path, meta_dir, stats_path
 from pipeline import annotate, annotate_output
 from pipeline.annotate_journal import JOURNAL_SECONDS, JournalWriter
+from pipeline.split_lock import SplitBusy, split_lock
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GAMES = 3  # the first three self-play games: ~300 unique boards
@@ -49,19 +51,19 @@ def reference(games, stockfish, tmp_path_factory) -> tuple[pathlib.Path, dict]:
     return out / "train", document
 
 
-def _files(split: pathlib.Path) -> dict[str, bytes]:
+def _files(split: pathlib.Path) -> dict[str, pathlib.Path]:
     """The split's files and its meta folder's (by name: they never clash)."""
     meta = pathlib.Path(meta_dir(str(split)))
-    return {p.name: p.read_bytes() for d in (split, meta) for p in sorted(d.iterdir())}
+    return {p.name: p for d in (split, meta) for p in sorted(d.iterdir())}
 
 
 def _assert_same_outputs(split: pathlib.Path, reference_split: pathlib.Path) -> None:
     mine, theirs = _files(split), _files(reference_split)
     assert sorted(mine) == sorted(theirs)  # in particular: no journal left behind
-    for name in theirs:
+    for name, path in theirs.items():
         if name.endswith(".parquet"):
-            assert pq.read_table(split / name).equals(pq.read_table(reference_split / name))
-            assert mine[name] == theirs[name], name
+            assert pq.read_table(mine[name]).equals(pq.read_table(path))
+            assert mine[name].read_bytes() == path.read_bytes(), name
 
 
 def _row(fen: str) -> dict:
@@ -140,6 +142,69 @@ def test_a_killed_run_resumes_from_its_journal_with_identical_shards(
     assert f"{resumed['boards']:,} more resumed from the journal" in rerun.stderr  # progress
     assert not journal.exists()
     _assert_same_outputs(out / "train", reference_split)
+
+
+def _wait_for_a_journal_part(process, journal: pathlib.Path, log: pathlib.Path) -> None:
+    deadline = time.monotonic() + 120
+    while not list(journal.glob("part-*.parquet")):
+        if process.poll() is not None:
+            pytest.fail(f"the run ended before writing a journal part:\n{log.read_text()[-3000:]}")
+        assert time.monotonic() < deadline, "no journal part after 120 s"
+        time.sleep(0.02)
+
+
+def _group_ends(pgid: int, seconds: float) -> bool:
+    """Whether every process of group `pgid` is gone (zombies aside) within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        states = subprocess.run(["ps", "-o", "stat=", "-g", str(pgid)], capture_output=True,
+                                text=True).stdout.split()  # fmt: skip
+        if all(state.startswith("Z") for state in states):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_in_one_line_with_130_and_the_rerun_resumes(
+    games, stockfish, reference, tmp_path
+):
+    reference_split, _ = reference
+    out = tmp_path / "out"
+    split = out / "train"
+    journal = pathlib.Path(journal_path(str(split)))
+    argv = _argv(games, out, stockfish, "--journal-every", "5")
+    log = tmp_path / "stopped.log"
+    with open(log, "wb") as handle:
+        # A session of its own: the Ctrl-C goes to its whole process group, as a terminal's.
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.annotate", *argv],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=handle, start_new_session=True,
+        )  # fmt: skip
+        try:
+            _wait_for_a_journal_part(process, journal, log)
+            with pytest.raises(SplitBusy):  # the running command holds the split
+                with split_lock(str(split), "test"):
+                    pass
+            os.killpg(process.pid, signal.SIGINT)
+            assert process.wait(60) == 130
+            assert _group_ends(process.pid, 30), "a process of the stopped run lives on"
+        finally:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    stderr = log.read_text()
+    assert "Traceback" not in stderr, stderr[-3000:]
+    last = stderr.splitlines()[-1]
+    assert last.startswith(f"annotate: stopped by SIGINT; the boards annotated so far are in "
+                           f"the journal {journal}")  # fmt: skip
+    assert last.endswith("rerun the same command to resume")
+    assert (journal / JOURNAL_RUN_FILE).exists()
+
+    document = annotate.run(argv)
+    assert document["resumed"]["boards"] > 0
+    _assert_same_outputs(split, reference_split)
 
 
 def test_unreadable_parts_and_rows_of_other_boards_are_skipped(

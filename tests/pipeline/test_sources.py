@@ -5,13 +5,19 @@ from __future__ import annotations
 import functools
 import gzip
 import http.server
+import itertools
+import pathlib
 import random
+import re
 import threading
 
 import pytest
 import zstandard
 
+from pipeline import pgn
 from pipeline.sources import InputError, NoInputError, expand_inputs, read_lines
+
+SAMPLE = pathlib.Path(__file__).resolve().parents[2] / "data" / "sample"
 
 _RNG = random.Random(0)
 # Random ids keep the text from compressing to almost nothing, so a cut lands mid-data.
@@ -36,6 +42,19 @@ def test_a_multi_frame_zstd_file_is_read_whole(tmp_path):
     frames = compressor.compress(TEXT[:half].encode()) + compressor.compress(TEXT[half:].encode())
     (tmp_path / "multi.pgn.zst").write_bytes(frames)
     assert "\n".join(read_lines(str(tmp_path / "multi.pgn.zst"))) + "\n" == TEXT
+
+
+def test_zstd_frames_of_every_header_layout_and_skippable_frames_are_read_whole(tmp_path):
+    # Frames with and without checksum and content size, an RLE block (a long run of one
+    # byte), and a skippable frame between them: the block cutting must follow every layout.
+    parts = [TEXT[:40_000], "\n" * 300_000, TEXT[40_000:]]
+    skippable = (0x184D2A53).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"12345"
+    data = b""
+    for i, part in enumerate(parts):
+        compressor = zstandard.ZstdCompressor(write_checksum=i != 1, write_content_size=i != 2)
+        data += compressor.compress(part.encode()) + skippable
+    (tmp_path / "layouts.pgn.zst").write_bytes(data)
+    assert "\n".join(read_lines(str(tmp_path / "layouts.pgn.zst"))) + "\n" == "".join(parts)
 
 
 def test_a_truncated_zstd_file_is_an_error_naming_it_after_the_lines_before_the_cut(tmp_path):
@@ -91,3 +110,101 @@ def test_http_urls_are_streamed_and_decompressed(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def lichess_like_games(count: int, seed: int) -> list[bytes]:
+    """`count` games in the Lichess dump's layout (tags, then the moves on one line with a
+    clock comment after each), their moves those of the bundled sample's real games."""
+    movetexts = []
+    for name in ("games.pgn.zst", "selfplay.pgn.zst", "mismatch.pgn.zst"):
+        raw = (SAMPLE / name).read_bytes()
+        text = zstandard.ZstdDecompressor().decompressobj().decompress(raw).decode()
+        for block in text.split("\n\n")[1::2]:  # tags, moves, tags, moves, ...
+            tokens = block.split()
+            movetexts.append((tokens[:-1], tokens[-1]))
+    rng = random.Random(seed)
+    games = []
+    for number in range(count):
+        moves, result = movetexts[number % len(movetexts)]
+        clock = rng.randint(60, 600)
+        line = []
+        for token in moves:
+            line.append(token)
+            if not token.endswith("."):
+                clock = max(0, clock - rng.randint(0, 9))
+                line.append(f"{{ [%clk 0:{clock // 60:02d}:{clock % 60:02d}] }}")
+        games.append(
+            f'[Event "Rated Blitz game"]\n[Site "https://lichess.org/{rng.getrandbits(48):012x}"]\n'
+            f'[Result "{result}"]\n[WhiteElo "{rng.randint(800, 2800)}"]\n'
+            f'[BlackElo "{rng.randint(800, 2800)}"]\n[TimeControl "180+0"]\n\n'
+            f"{' '.join(line)} {result}\n\n".encode()
+        )
+    return games
+
+
+def recoverable_prefix(data: bytes, damage_at: int) -> bytes:
+    """The most text any decoder gets from `data` before its damage (a separate count): the
+    library fed one byte at a time from well before the damage, so that each call completes
+    at most one block and an error loses nothing else."""
+    decompressor = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
+    start = max(0, damage_at - 300_000)  # more than the largest compressed block before it
+    out = [decompressor.decompress(data[:start])]
+    for position in range(start, len(data)):
+        try:
+            out.append(decompressor.decompress(data[position : position + 1]))
+        except zstandard.ZstdError:
+            return b"".join(out)
+    raise AssertionError("the damage was not noticed")
+
+
+@pytest.fixture(scope="module")
+def many_games() -> list[bytes]:
+    return lichess_like_games(12000, seed=5)  # ~22 MB of text, ~2.4 MB compressed
+
+
+@pytest.mark.parametrize("frames", [1, 7])
+def test_a_corrupt_zstd_file_of_many_blocks_keeps_every_game_before_the_damage(
+    tmp_path, many_games, frames
+):
+    """Several MB compressed (many 1 MiB reads, hundreds of 128 KB blocks; one frame as the
+    zstd command writes, or several), damaged in the middle: every game whose text lies
+    before the damaged block is read whole, and the one it cuts counts as truncated."""
+    games = many_games
+    text = b"".join(games)
+    compressor = zstandard.ZstdCompressor(level=3, write_checksum=True)
+    cuts = [len(text) * i // frames for i in range(frames + 1)]  # frames end mid-game
+    data = bytearray(b"".join(compressor.compress(text[a:b]) for a, b in itertools.pairwise(cuts)))
+    assert len(data) > 2 * (1 << 20)
+    damage_at = len(data) // 2
+    data[damage_at : damage_at + 64] = b"\xff" * 64
+    path = tmp_path / "damaged.pgn.zst"
+    path.write_bytes(bytes(data))
+
+    prefix = recoverable_prefix(bytes(data), damage_at)
+    assert text.startswith(prefix) and 0.3 * len(text) < len(prefix) < 0.7 * len(text)
+    ends = [match.end() for match in re.finditer(rb" (?:1-0|0-1|1/2-1/2|\*)\n", text)]
+    assert len(ends) == len(games)
+    whole = sum(end <= len(prefix) for end in ends)
+    # The next game was cut if any of its lines made it whole into the prefix.
+    cut = b"\n" in prefix[ends[whole - 1] + 1 :]
+
+    read: list[pgn.GameText] = []
+    with pytest.raises(InputError, match=r"damaged\.pgn\.zst: corrupt zstd data"):
+        for item in pgn.split_games(read_lines(str(path))):
+            read.append(item)
+    complete = [game for game in read if not game.truncated]
+    assert len(complete) == whole and whole > 2000
+    assert [game.truncated for game in read[whole:]] == [True] * cut
+    assert [game.text.encode() for game in complete[-3:]] == [
+        g.removesuffix(b"\n") for g in games[whole - 3 : whole]
+    ]
+
+
+def test_an_existing_input_whose_name_looks_like_a_glob_is_read_as_that_file(tmp_path):
+    (tmp_path / "game [1].pgn").write_text(TEXT)
+    (tmp_path / "game 1.pgn").write_text("the glob [1] would match this one")
+    [path] = expand_inputs([str(tmp_path / "game [1].pgn")])
+    assert path == str(tmp_path / "game [1].pgn")
+    assert "\n".join(read_lines(path)) + "\n" == TEXT
+    # A pattern that is not an existing name is still a glob.
+    assert expand_inputs([str(tmp_path / "game [1-9].pgn")]) == [str(tmp_path / "game 1.pgn")]

@@ -1,6 +1,7 @@
-"""Opening positions for tournaments: the bundled ECO set, a user PGN or an EPD file.
+"""Opening positions for tournaments and self-play: the bundled ECO set, a user PGN or an EPD
+file.
 
-The bundled `eval/data/openings.pgn` holds 62 well-known opening lines (ECO code, name and
+The bundled `core/data/openings.pgn` holds 62 well-known opening lines (ECO code, name and
 main-line moves, 7 to 17 plies), one per ECO family so tournaments start from varied, balanced
 positions. A PGN opening keeps its moves, so tournament games replay from the initial position
 and any PGN viewer shows the opening; an EPD opening is a bare position (set up with a FEN).

@@ -1,0 +1,167 @@
+"""The UCI engine's options: one table says each option's name, type, range and meaning, and
+both the `uci` answer and `setoption` are read from it.
+
+Besides the model's own options it accepts every option that lichess-bot, Cute Chess and
+fastchess send by default, each doing what it honestly can for a model without search:
+
+| option | effect |
+|---|---|
+| `WeightsFile` | the model (run dir or checkpoint dir), Lc0's name for it |
+| `Threads` | the most CPU threads the model's runtime uses; 0 = every CPU the engine may use |
+| `Hash` | accepted; no search, so no hash table (for the search to come) |
+| `Move Overhead` | milliseconds kept back from the clock by the time management (eval.uci_go) |
+| `SyzygyPath` | accepted and kept; tablebases are not probed yet |
+| `UCI_ShowWDL` | `wdl W D L` (per mille) in the info line, from the model's win probability |
+| `Ponder` | set by GUIs that ponder: `bestmove` then names the expected reply |
+| `Temperature` | 0 plays the best move; above 0 samples a softmax of the scores |
+| `RepetitionWorkaround` | a move letting the opponent claim threefold repetition is valued a draw |
+| `UseEMA` | the EMA parameters (as the paper evaluates) instead of the raw ones |
+| `Seed` | the random stream of sampling and of the no-model fallback |
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Literal
+
+DEFAULT_WEIGHTS = "models/cpu"
+EMPTY = "<empty>"  # how UCI shows an empty string option
+
+
+class UciError(ValueError):
+    """Malformed input; reported as `info string error: ...` and the engine goes on."""
+
+
+@dataclass(frozen=True)
+class UciOptions:
+    weights: str = DEFAULT_WEIGHTS
+    threads: int = 0
+    hash_mb: int = 16
+    move_overhead_ms: int = 10
+    syzygy_path: str = ""
+    show_wdl: bool = False
+    ponder: bool = False
+    temperature: float = 0.0
+    repetition_workaround: bool = True
+    use_ema: bool = True
+    seed: int = 0
+
+    def policy_key(self) -> tuple:
+        """The options a move choice depends on: a change rebuilds the move chooser."""
+        return (
+            self.weights,
+            self.use_ema,
+            self.temperature,
+            self.seed,
+            self.repetition_workaround,
+        )
+
+
+OptionKind = Literal["check", "spin", "string"]
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    name: str  # as GUIs show it
+    field: str  # the UciOptions field it sets
+    kind: OptionKind
+    minimum: int | None = None  # spin only
+    maximum: int | None = None
+
+
+# Spin ranges are wide on purpose: python-chess refuses to send a value outside the range an
+# engine announces, and lichess-bot's defaults (Threads 4, Hash 512) must pass everywhere.
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("WeightsFile", "weights", "string"),
+    OptionSpec("Threads", "threads", "spin", 0, 1024),
+    OptionSpec("Hash", "hash_mb", "spin", 1, 33_554_432),
+    OptionSpec("Move Overhead", "move_overhead_ms", "spin", 0, 60_000),
+    OptionSpec("SyzygyPath", "syzygy_path", "string"),
+    OptionSpec("UCI_ShowWDL", "show_wdl", "check"),
+    OptionSpec("Ponder", "ponder", "check"),
+    OptionSpec("Temperature", "temperature", "string"),
+    OptionSpec("RepetitionWorkaround", "repetition_workaround", "check"),
+    OptionSpec("UseEMA", "use_ema", "check"),
+    OptionSpec("Seed", "seed", "spin", 0, 2**31 - 1),
+)
+assert {spec.field for spec in OPTIONS} == {f.name for f in fields(UciOptions)}
+
+
+def _key(name: str) -> str:
+    # GUIs differ in case and some drop the space of "Move Overhead".
+    return "".join(name.split()).lower()
+
+
+_BY_KEY = {_key(spec.name): spec for spec in OPTIONS}
+
+
+def find_option(name: str) -> OptionSpec:
+    spec = _BY_KEY.get(_key(name))
+    if spec is None:
+        raise UciError(f"unknown option {name!r}")
+    return spec
+
+
+def _show(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value) if value != "" else EMPTY
+
+
+def option_lines(defaults: UciOptions) -> list[str]:
+    """The `option name ...` lines of the `uci` answer, with `defaults`' values."""
+    lines = []
+    for spec in OPTIONS:
+        default = _show(getattr(defaults, spec.field))
+        line = f"option name {spec.name} type {spec.kind} default {default}"
+        if spec.kind == "spin":
+            line += f" min {spec.minimum} max {spec.maximum}"
+        lines.append(line)
+    return lines
+
+
+def _check(name: str, value: str) -> bool:
+    if value.lower() in ("true", "1", "on", "yes"):
+        return True
+    if value.lower() in ("false", "0", "off", "no"):
+        return False
+    raise UciError(f"{name} {value!r} is not true or false")
+
+
+def _spin(spec: OptionSpec, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise UciError(f"{spec.name} {value!r} is not an integer") from None
+    if not spec.minimum <= number <= spec.maximum:
+        raise UciError(f"{spec.name} must lie in {spec.minimum}..{spec.maximum}, got {number}")
+    return number
+
+
+def _temperature(value: str) -> float:
+    try:
+        t = float(value)
+    except ValueError:
+        raise UciError(f"Temperature {value!r} is not a number") from None
+    if not math.isfinite(t) or t < 0:
+        raise UciError(f"Temperature must be a finite number >= 0, got {value!r}")
+    return t
+
+
+def parse_value(spec: OptionSpec, value: str):
+    """The typed value of `setoption name <spec.name> value <value>`, or UciError."""
+    value = value.strip()
+    if spec.kind == "check":
+        return _check(spec.name, value)
+    if spec.kind == "spin":
+        return _spin(spec, value)
+    if spec.field == "temperature":
+        return _temperature(value)
+    return "" if value == EMPTY else value
+
+
+def with_option(options: UciOptions, spec: OptionSpec, value) -> UciOptions:
+    return replace(options, **{spec.field: value})

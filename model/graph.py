@@ -1,0 +1,294 @@
+"""A board as a graph for the edge backbone (model/gateau.py): 64 square nodes, an edge per
+legal move, and an edge per attack.
+
+Orientation: the graph is seen from the side to move. With Black to move every square is
+mirrored top to bottom (s -> s ^ 56), so a pawn of the side to move always moves up the
+board and one set of weights serves both colours. The node features made from the tokens
+(`node_token_positions`, `PIECE_CLASSES`) and the edges made here use the same mirror.
+
+Edges of one board, in this order:
+
+1. **move edges**: the legal moves in action-space order (the order of the annotated
+   `moves` column), sender = from-square, receiver = to-square, each carrying its action
+   index; the network gives every move edge a value and a logit;
+2. **attack edges**: every square each piece of either colour attacks (empty, defended or
+   hit), minus the side to move's attacks that are already a move edge: they tell every
+   square who controls it, which a move's value depends on (is the destination defended?).
+
+An edge's static features are one integer `kind` = geometry + GEOMETRIES * (promotion +
+PROMOTIONS * edge type): the geometry is the displacement seen from the side to move (8
+queen directions x 7 distances, then 8 knight jumps), promotion 0 none, 1-4 q r b n, type
+0 a move, 1 an attack of the side to move, 2 an attack of the opponent. Padding is -1.
+
+The edge table (`EDGE_FROM`, `EDGE_TO`, `EDGE_PROMOTION`, `EDGE_GEOMETRY`, and back,
+`edge_action`) relates the 1,968 actions of core.actions to (sender, receiver, promotion,
+geometry) for each side to move; castling is the king's two-square move, as in the action
+space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import chess
+import numpy as np
+
+from core.actions import ACTIONS, NUM_ACTIONS
+
+NUM_SQUARES = 64
+MIRROR = 56  # XOR with a square index flips its rank (a1 <-> a8)
+PROMOTION_PIECES = "qrbn"
+PROMOTIONS = 1 + len(PROMOTION_PIECES)  # none, q, r, b, n
+EDGE_TYPES = ("move", "attack_mine", "attack_theirs")
+MOVE, ATTACK_MINE, ATTACK_THEIRS = range(len(EDGE_TYPES))
+PAD_KIND = -1
+
+_QUEEN_DIRECTIONS = ((0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1))
+_KNIGHT_JUMPS = ((1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1), (-1, 2))
+GEOMETRIES = len(_QUEEN_DIRECTIONS) * 7 + len(_KNIGHT_JUMPS)  # 64
+NUM_EDGE_KINDS = GEOMETRIES * PROMOTIONS * len(EDGE_TYPES)
+
+
+def geometry(sender: int, receiver: int) -> int:
+    """The displacement class of a queen-line or knight-jump pair of squares (already in
+    the side to move's orientation): direction * 7 + distance - 1, or 56 + knight jump."""
+    file_step = chess.square_file(receiver) - chess.square_file(sender)
+    rank_step = chess.square_rank(receiver) - chess.square_rank(sender)
+    if (file_step, rank_step) in _KNIGHT_JUMPS:
+        return 7 * len(_QUEEN_DIRECTIONS) + _KNIGHT_JUMPS.index((file_step, rank_step))
+    distance = max(abs(file_step), abs(rank_step))
+    if distance == 0 or (file_step and rank_step and abs(file_step) != abs(rank_step)):
+        raise ValueError(
+            f"{chess.square_name(sender)}{chess.square_name(receiver)} is neither a queen line "
+            "nor a knight jump"
+        )
+    direction = (int(np.sign(file_step)), int(np.sign(rank_step)))
+    return _QUEEN_DIRECTIONS.index(direction) * 7 + distance - 1
+
+
+def _edge_table() -> tuple[np.ndarray, ...]:
+    origin = np.zeros(NUM_ACTIONS, np.int8)
+    target = np.zeros(NUM_ACTIONS, np.int8)
+    promotion = np.zeros(NUM_ACTIONS, np.int8)
+    for index, uci in enumerate(ACTIONS):
+        move = chess.Move.from_uci(uci)
+        origin[index], target[index] = move.from_square, move.to_square
+        if move.promotion:
+            promotion[index] = 1 + PROMOTION_PIECES.index(chess.piece_symbol(move.promotion))
+    # Row 0: White to move (squares as they are); row 1: Black to move (mirrored).
+    geometries = np.array(
+        [
+            [geometry(int(f) ^ m, int(t) ^ m) for f, t in zip(origin, target, strict=True)]
+            for m in (0, MIRROR)
+        ],
+        np.int8,
+    )
+    back = np.full((2, NUM_SQUARES, NUM_SQUARES, PROMOTIONS), -1, np.int16)
+    for turn, m in enumerate((0, MIRROR)):
+        back[turn, origin ^ m, target ^ m, promotion] = np.arange(NUM_ACTIONS)
+    return origin, target, promotion, geometries, back
+
+
+# Per action: from- and to-square (a1=0), promotion (0 none, 1-4 q r b n), geometry seen by
+# the side to move ([0] White, [1] Black), and back: (turn, sender, receiver, promotion) ->
+# action, -1 where no action is.
+EDGE_FROM, EDGE_TO, EDGE_PROMOTION, EDGE_GEOMETRY, _ACTION_OF_EDGE = _edge_table()
+
+
+def edge_kind(geometry_class, promotion, edge_type):
+    """The packed static feature of an edge (numpy or JAX integers alike)."""
+    return geometry_class + GEOMETRIES * (promotion + PROMOTIONS * edge_type)
+
+
+def unpack_kind(kind):
+    """(geometry, promotion, edge type) of packed kinds; padding (-1) gives garbage: mask it."""
+    return kind % GEOMETRIES, (kind // GEOMETRIES) % PROMOTIONS, kind // (GEOMETRIES * PROMOTIONS)
+
+
+def move_edge(action: int, black_to_move: bool) -> tuple[int, int, int]:
+    """(sender, receiver, kind) of an action's move edge on a board with that side to move."""
+    m = MIRROR if black_to_move else 0
+    turn = int(black_to_move)
+    return (
+        int(EDGE_FROM[action]) ^ m,
+        int(EDGE_TO[action]) ^ m,
+        int(edge_kind(int(EDGE_GEOMETRY[turn, action]), int(EDGE_PROMOTION[action]), MOVE)),
+    )
+
+
+def edge_action(black_to_move: bool, sender: int, receiver: int, promotion: int) -> int:
+    """The action a move edge stands for (inverse of move_edge), -1 if none."""
+    return int(_ACTION_OF_EDGE[int(black_to_move), sender, receiver, promotion])
+
+
+# --- node inputs from the 77 tokens ---------------------------------------------------------
+
+# Token ids (core.tokenizer.VOCABULARY "0123456789abcdefghpnrkqPBNRQKw.") of the pieces, in
+# the class order 1-6 White P N B R Q K, 7-12 Black p n b r q k; 0 is an empty square. On a
+# square the token `b` (id 11, shared with the file letter) is a black bishop.
+_PIECE_TOKENS = {"P": 23, "N": 25, "B": 24, "R": 26, "Q": 27, "K": 28}
+_PIECE_TOKENS |= {"p": 18, "n": 19, "b": 11, "r": 20, "q": 22, "k": 21}
+PIECE_CLASSES = np.zeros(31, np.int32)
+for _i, _symbol in enumerate("PNBRQKpnbrqk"):
+    PIECE_CLASSES[_PIECE_TOKENS[_symbol]] = _i + 1
+# Class of a piece seen from the other side (colours swapped), for Black to move.
+SWAP_COLOURS = np.array([0, *range(7, 13), *range(1, 7)], np.int32)
+BLACK_TO_MOVE_TOKEN = 11  # 'b' in the first position
+
+
+def node_token_positions() -> np.ndarray:
+    """(2, 64): for White / Black to move, the token position (1..64) of node i's square.
+
+    Tokens list the squares from a8 to h1 (rank 8 first); node i is square i for White and
+    square i ^ 56 for Black."""
+    table = np.zeros((2, NUM_SQUARES), np.int32)
+    for node in range(NUM_SQUARES):
+        for turn, m in enumerate((0, MIRROR)):
+            square = node ^ m
+            table[turn, node] = 1 + (7 - square // 8) * 8 + square % 8
+    return table
+
+
+# --- graphs of boards -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Graphs:
+    """The edges of many boards, flat: board i's edges are offsets[i]:offsets[i+1], move
+    edges first (as many as the board has legal moves, `num_moves[i]`)."""
+
+    offsets: np.ndarray  # (N + 1,) int64
+    num_moves: np.ndarray  # (N,) int32
+    senders: np.ndarray  # (total,) uint8, node index (oriented square)
+    receivers: np.ndarray  # (total,) uint8
+    kinds: np.ndarray  # (total,) int16, packed static features
+    actions: np.ndarray  # (total,) int16, action of a move edge, -1 for an attack edge
+
+    @property
+    def num_boards(self) -> int:
+        return len(self.num_moves)
+
+    def edge_counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+# Python lists for the per-board loop (numpy scalar indexing is ~10x slower there).
+_GEOMETRY_OF = [
+    [
+        geometry(s, r)
+        if (s != r)
+        and (
+            chess.square_file(s) == chess.square_file(r)
+            or chess.square_rank(s) == chess.square_rank(r)
+            or abs(chess.square_file(s) - chess.square_file(r))
+            == abs(chess.square_rank(s) - chess.square_rank(r))
+            or chess.square_distance(s, r) == 2
+            and abs(chess.square_file(s) - chess.square_file(r))
+            + abs(chess.square_rank(s) - chess.square_rank(r))
+            == 3
+        )
+        else -1
+        for r in range(NUM_SQUARES)
+    ]
+    for s in range(NUM_SQUARES)
+]
+_MOVE_EDGES = [
+    [move_edge(action, bool(turn)) for action in range(NUM_ACTIONS)] for turn in range(2)
+]
+
+
+# (from, to, promotion) -> action, for the moves of the board as they are (no mirror).
+_ACTION_BY_MOVE = _ACTION_OF_EDGE[0].tolist()
+_PROMOTION_INDEX = {None: 0} | {
+    chess.Piece.from_symbol(p).piece_type: 1 + i for i, p in enumerate(PROMOTION_PIECES)
+}
+
+
+def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], list[int], int]:
+    """(senders, receivers, kinds, actions, number of move edges) of one board."""
+    black = board.turn == chess.BLACK
+    m = MIRROR if black else 0
+    table = _MOVE_EDGES[int(black)]
+    actions = sorted(
+        _ACTION_BY_MOVE[move.from_square][move.to_square][_PROMOTION_INDEX[move.promotion]]
+        for move in board.legal_moves
+    )
+    senders, receivers, kinds = [], [], []
+    for action in actions:
+        sender, receiver, kind = table[action]
+        senders.append(sender)
+        receivers.append(receiver)
+        kinds.append(kind)
+    moved = set(zip(senders, receivers, strict=True))
+    edge_actions = list(actions)
+    for colour, edge_type in ((board.turn, ATTACK_MINE), (not board.turn, ATTACK_THEIRS)):
+        base = GEOMETRIES * PROMOTIONS * edge_type
+        for origin in chess.scan_forward(board.occupied_co[colour]):
+            sender = origin ^ m
+            geometries = _GEOMETRY_OF[sender]
+            for target in chess.scan_forward(board.attacks_mask(origin)):
+                receiver = target ^ m
+                if edge_type == ATTACK_MINE and (sender, receiver) in moved:
+                    continue
+                senders.append(sender)
+                receivers.append(receiver)
+                kinds.append(base + geometries[receiver])
+                edge_actions.append(-1)
+    return senders, receivers, kinds, edge_actions, len(actions)
+
+
+def encode_boards(boards: Iterable[chess.Board]) -> Graphs:
+    """The graphs of `boards` (python-chess does the move generation)."""
+    senders, receivers, kinds, actions, counts, moves = [], [], [], [], [], []
+    for board in boards:
+        s, r, k, a, n = board_edges(board)
+        senders += s
+        receivers += r
+        kinds += k
+        actions += a
+        counts.append(len(s))
+        moves.append(n)
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return Graphs(
+        offsets=offsets,
+        num_moves=np.asarray(moves, np.int32),
+        senders=np.asarray(senders, np.uint8),
+        receivers=np.asarray(receivers, np.uint8),
+        kinds=np.asarray(kinds, np.int16),
+        actions=np.asarray(actions, np.int16),
+    )
+
+
+def encode_fens(fens: Sequence[str]) -> Graphs:
+    return encode_boards(chess.Board(fen) for fen in fens)
+
+
+def edge_bucket(num_edges: int, step: int = 64) -> int:
+    """Padded edge count for a batch whose largest board has `num_edges` edges: a multiple
+    of `step`, so that only a few shapes are ever compiled."""
+    return max(step, -(-num_edges // step) * step)
+
+
+def pad_edges(graphs: Graphs, boards: np.ndarray, width: int | None = None) -> dict:
+    """The edges of `boards` (indices into graphs) as (B, E) arrays padded to `width`
+    (default: edge_bucket of the largest): `senders`, `receivers` (int32, 0 in padding),
+    `kinds` (int32, PAD_KIND in padding), and `edge_index` (int64, the flat index of each
+    edge into graphs' arrays, -1 in padding)."""
+    boards = np.asarray(boards, np.int64)
+    counts = graphs.offsets[boards + 1] - graphs.offsets[boards]
+    largest = int(counts.max()) if len(counts) else 0
+    width = edge_bucket(largest) if width is None else width
+    if largest > width:
+        raise ValueError(f"a board has {largest} edges, more than the padded width {width}")
+    columns = np.arange(width)
+    valid = columns < counts[:, None]
+    flat = np.where(valid, graphs.offsets[boards][:, None] + columns, -1)
+    safe = np.where(valid, flat, 0)
+    return {
+        "senders": np.where(valid, graphs.senders[safe], 0).astype(np.int32),
+        "receivers": np.where(valid, graphs.receivers[safe], 0).astype(np.int32),
+        "kinds": np.where(valid, graphs.kinds[safe], PAD_KIND).astype(np.int32),
+        "edge_index": flat,
+    }

@@ -1,0 +1,186 @@
+"""Predictions of the gateau backbone: one network pass per board gives every move's output.
+
+model.predictor.Predictor delegates here when its config's backbone is `gateau`, so eval/
+(agents, metrics, puzzles, suites, UCI, tournaments) use it unchanged. Boards go through the
+network in chunks of at most `max_boards`, each padded to a power-of-two number of boards
+and to a multiple of 64 edges (at least MIN_EDGES), so a handful of shapes are ever
+compiled. Parameters are passed to every call (the Predictor owns them; the trainer's
+evaluation swaps them).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import chess
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from core import bins
+from core.actions import NUM_ACTIONS, indices_to_moves, moves_to_indices
+from core.tokenizer import fen_from_tokens, tokenize, tokenize_batch
+from model import gateau, graph
+from model.config import Config, ModelConfig, TrainConfig
+from model.transformer import cast
+
+EDGE_STEP = 64
+# Boards are padded to at least this many edges: nearly every position of a real game has
+# fewer (the most in 13,671 Lichess positions was 151), so a game is played with one or two
+# compiled shapes and the compilation happens at the first move (or the UCI `isready`).
+MIN_EDGES = 128
+
+
+@functools.cache
+def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str):
+    """Jitted (log_probs, both) shared by every predictor of one architecture; `both`
+    returns log-probabilities and, for AV/SV, expected values from one pass."""
+    config = Config(model=model, train=TrainConfig(target=target, num_bins=num_bins))
+    network = gateau.build(config)
+    dtype = jnp.bfloat16 if compute_dtype == "bfloat16" else jnp.float32
+
+    def log_probs(params, states, senders, receivers, kinds):
+        return network.apply(cast(params, dtype), states, senders, receivers, kinds)
+
+    def both(params, *inputs):
+        out = log_probs(params, *inputs)
+        return out, (bins.expected_value(out) if target != "bc" else out)
+
+    return jax.jit(log_probs), jax.jit(both)
+
+
+class GraphRunner:
+    """The gateau network over boards, in padded chunks."""
+
+    def __init__(self, config: Config, max_boards: int):
+        self.config = config
+        self.max_boards = max_boards
+        t = config.train
+        self._log_probs, self._both = _compiled(config.model, t.target, t.num_bins, t.compute_dtype)
+
+    def run(
+        self, params, fens: Sequence[str], graphs: graph.Graphs | None = None, both: bool = False
+    ) -> list:
+        """Per board, the network's output cut to the board's edges: AV (edges, K) log-probs
+        (with `both`, a pair of that and (edges,) values), SV (K,) (and the value), BC
+        (edges,) log-probs over its move edges (-inf elsewhere)."""
+        if graphs is None:
+            graphs = graph.encode_fens(fens)
+        fn: Callable = self._both if both else self._log_probs
+        # One board (as in play): the checked single path; the batch path's fixed cost of a
+        # dozen array operations is more than its work for a few FENs.
+        states = (
+            tokenize_batch(list(fens))
+            if len(fens) > 8
+            else np.stack([tokenize(fen) for fen in fens]).reshape(len(fens), -1)
+        )
+        counts = graphs.edge_counts()
+        results: list = []
+        for start in range(0, len(fens), self.max_boards):
+            index = np.arange(start, min(len(fens), start + self.max_boards))
+            size = min(self.max_boards, 1 << max(0, len(index) - 1).bit_length())
+            largest = int(counts[index].max())
+            edges = graph.pad_edges(graphs, index, max(MIN_EDGES, graph.edge_bucket(largest)))
+            width = edges["senders"].shape[1]
+            padded = {"states": np.zeros((size, states.shape[1]), np.int32)}
+            padded["states"][: len(index)] = states[index]
+            for key in ("senders", "receivers", "kinds"):
+                fill = graph.PAD_KIND if key == "kinds" else 0
+                padded[key] = np.full((size, width), fill, np.int32)
+                padded[key][: len(index)] = edges[key]
+            out = fn(
+                params, padded["states"], padded["senders"], padded["receivers"], padded["kinds"]
+            )
+            outputs = tuple(np.asarray(o) for o in out) if both else (np.asarray(out),)
+            for row, board in enumerate(index):
+                n = int(counts[board])
+                cut = [o[row, :n] if o.ndim >= 2 and self._per_edge else o[row] for o in outputs]
+                results.append(tuple(cut) if both else cut[0])
+        return results
+
+    @property
+    def _per_edge(self) -> bool:
+        return self.config.target != "sv"
+
+    # --- what Predictor asks for ----------------------------------------------------------
+
+    def action_values(self, params, fens: Sequence[str], moves: Sequence[Sequence[str]]):
+        """AV: per board, the value of each given move (which must be legal there)."""
+        graphs = graph.encode_fens(fens)
+        results = self.run(params, fens, graphs, both=True)
+        out = []
+        for board, (requested, (_, values)) in enumerate(zip(moves, results, strict=True)):
+            positions = move_edge_positions(graphs, board, fens[board], requested)
+            out.append(values[positions].astype(np.float32))
+        return out
+
+    def state_values(self, params, fens: Sequence[str]) -> np.ndarray:
+        results = self.run(params, fens, both=True)
+        return np.array([value for _, value in results], np.float32)
+
+    def move_log_probs(self, params, fens: Sequence[str]) -> np.ndarray:
+        """BC: (N, 1968) log-probabilities, -inf for the moves that are not legal."""
+        graphs = graph.encode_fens(fens)
+        out = np.full((len(fens), NUM_ACTIONS), -np.inf, np.float32)
+        for board, log_probs in enumerate(self.run(params, fens, graphs)):
+            start = graphs.offsets[board]
+            moves = int(graphs.num_moves[board])
+            out[board, graphs.actions[start : start + moves]] = log_probs[:moves]
+        return out
+
+    def token_rows(self, params, states: np.ndarray, actions: np.ndarray | None, both: bool):
+        """The transformer-shaped output for token rows: (N, K) per (board, move) row for AV,
+        per board for SV, (N, 1968) for BC; each distinct board runs through the network once."""
+        unique, inverse = np.unique(np.asarray(states), axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        fens = [fen_from_tokens(row) for row in unique]
+        target = self.config.target
+        if target == "bc":
+            log_probs = self.move_log_probs(params, fens)[inverse]
+            return (log_probs, log_probs) if both else log_probs
+        graphs = graph.encode_fens(fens)
+        results = self.run(params, fens, graphs, both=True)
+        if target == "sv":
+            log_probs = np.stack([r[0] for r in results])[inverse]
+            values = np.array([r[1] for r in results], np.float32)[inverse]
+            return (log_probs, values) if both else log_probs
+        edge = np.empty(len(inverse), np.int64)
+        for board in range(len(fens)):
+            rows = np.flatnonzero(inverse == board)
+            moves = indices_to_moves(np.asarray(actions)[rows])
+            edge[rows] = move_edge_positions(graphs, board, fens[board], moves)
+        log_probs = np.stack([results[b][0][e] for b, e in zip(inverse, edge, strict=True)])
+        values = np.array([results[b][1][e] for b, e in zip(inverse, edge, strict=True)])
+        return (log_probs, values.astype(np.float32)) if both else log_probs
+
+    def move_values(self, params, boards: Sequence[chess.Board]):
+        """AV: per board, its legal moves (action-space order) and their values, one pass."""
+        graphs = graph.encode_boards(boards)
+        fens = [board.fen() for board in boards]
+        results = self.run(params, fens, graphs, both=True)
+        out = []
+        for board, (_, values) in enumerate(results):
+            start, moves = graphs.offsets[board], int(graphs.num_moves[board])
+            legal = [str(m) for m in indices_to_moves(graphs.actions[start : start + moves])]
+            out.append((legal, values[:moves].astype(np.float32)))
+        return out
+
+
+def move_edge_positions(
+    graphs: graph.Graphs, board: int, fen: str, moves: Sequence[str]
+) -> np.ndarray:
+    """Positions among board `board`'s edges of its move edges for `moves` (UCI);
+    ValueError naming the move and board for a move that is not legal there."""
+    moves = list(moves)
+    start, count = graphs.offsets[board], int(graphs.num_moves[board])
+    legal = graphs.actions[start : start + count].astype(np.int64)  # ascending
+    wanted = moves_to_indices(moves) if moves else np.zeros(0, np.int64)
+    at = np.minimum(np.searchsorted(legal, wanted), max(count - 1, 0))
+    bad = np.flatnonzero(legal[at] != wanted) if count else np.arange(len(wanted))
+    if bad.size:
+        raise ValueError(
+            f"move {moves[bad[0]]!r} is not legal on {fen!r}: the gateau backbone values "
+            "legal moves only"
+        )
+    return at

@@ -1,0 +1,174 @@
+"""The board graph of the gateau backbone: the edge table against the action space, the
+move and attack edges against python-chess on real boards, and the node inputs."""
+
+from __future__ import annotations
+
+import chess
+import chess.pgn
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from core.actions import ACTIONS, NUM_ACTIONS, legal_actions, move_to_index
+from core.tokenizer import tokenize_batch
+from model import gateau, graph
+
+
+def real_boards(games) -> list[chess.Board]:
+    """Every position of the games (move stacks dropped), with promotions, castling and
+    en passant among them in real play."""
+    boards = []
+    for game in games:
+        board = game.board()
+        for move in game.mainline_moves():
+            boards.append(board.copy(stack=False))
+            board.push(move)
+    return boards
+
+
+@pytest.fixture(scope="module")
+def boards(sample_games) -> list[chess.Board]:
+    boards = real_boards(sample_games("games.pgn.zst", 12))
+    boards += real_boards(sample_games("mismatch.pgn.zst", 4))
+    # Under-promotions, both castlings and en passant, for each side to move.
+    boards += [
+        chess.Board("8/2P1k3/8/8/8/8/4Kp2/8 w - - 0 1"),
+        chess.Board("8/2P1k3/8/8/8/8/4Kp2/8 b - - 0 1"),
+        chess.Board("r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1"),
+        chess.Board("r3k2r/8/8/8/8/8/8/R3K2R b KQkq - 0 1"),
+        chess.Board("4k3/8/8/3pP3/8/8/8/4K3 w - d6 0 1"),
+        chess.Board("4k3/8/8/8/3Pp3/8/8/4K3 b - d3 0 1"),
+    ]
+    return boards
+
+
+def test_the_edge_table_maps_every_action_to_an_edge_and_back():
+    for black in (False, True):
+        seen = set()
+        for action, uci in enumerate(ACTIONS):
+            sender, receiver, kind = graph.move_edge(action, black)
+            geometry, promotion, edge_type = graph.unpack_kind(kind)
+            assert edge_type == graph.MOVE
+            assert graph.edge_action(black, sender, receiver, promotion) == action
+            m = graph.MIRROR if black else 0
+            move = chess.Move(sender ^ m, receiver ^ m)
+            suffix = "" if promotion == 0 else graph.PROMOTION_PIECES[promotion - 1]
+            assert move.uci() + suffix == uci
+            assert geometry == graph.geometry(sender, receiver)
+            seen.add((sender, receiver, promotion))
+        assert len(seen) == NUM_ACTIONS  # no two actions share an edge
+    assert graph.edge_action(False, 0, 0, 0) == -1  # a1a1 is no move
+
+
+def test_the_geometry_is_seen_from_the_side_to_move():
+    e2e4 = move_to_index("e2e4")
+    e7e5 = move_to_index("e7e5")
+    g1f3 = move_to_index("g1f3")
+    g8f6 = move_to_index("g8f6")
+    assert graph.EDGE_GEOMETRY[0, e2e4] == graph.EDGE_GEOMETRY[1, e7e5]  # both "forward 2"
+    assert graph.EDGE_GEOMETRY[0, g1f3] == graph.EDGE_GEOMETRY[1, g8f6]
+    assert graph.EDGE_GEOMETRY[0, e2e4] != graph.EDGE_GEOMETRY[0, e7e5]
+
+
+def test_every_legal_move_of_real_boards_is_a_move_edge_and_back(boards):
+    assert len(boards) > 800
+    graphs = graph.encode_boards(boards)
+    promotions = castles = 0
+    for i, board in enumerate(boards):
+        start, n = graphs.offsets[i], graphs.num_moves[i]
+        legal = legal_actions(board)
+        assert n == len(legal)
+        black = board.turn == chess.BLACK
+        for j, uci in enumerate(legal):
+            edge = start + j
+            action = move_to_index(uci)
+            assert graphs.actions[edge] == action
+            sender, receiver = int(graphs.senders[edge]), int(graphs.receivers[edge])
+            _, promotion, edge_type = graph.unpack_kind(int(graphs.kinds[edge]))
+            assert edge_type == graph.MOVE
+            assert (sender, receiver, int(graphs.kinds[edge])) == graph.move_edge(action, black)
+            assert graph.edge_action(black, sender, receiver, promotion) == action
+            promotions += promotion > 0
+            castles += board.is_castling(chess.Move.from_uci(uci))
+        # No other edge carries an action.
+        assert (graphs.actions[start + n : graphs.offsets[i + 1]] == -1).all()
+    assert promotions >= 8 and castles >= 4
+
+
+def test_attack_edges_are_every_attack_of_both_sides(boards):
+    for board in boards[::7]:
+        senders, receivers, kinds, actions, n = graph.board_edges(board)
+        m = graph.MIRROR if board.turn == chess.BLACK else 0
+        moves = set(zip(senders[:n], receivers[:n], strict=True))
+        found = {graph.ATTACK_MINE: set(), graph.ATTACK_THEIRS: set()}
+        for s, r, k in zip(senders[n:], receivers[n:], kinds[n:], strict=True):
+            found[graph.unpack_kind(k)[2]].add((s, r))
+        for colour, edge_type in ((board.turn, graph.ATTACK_MINE), (not board.turn, 2)):
+            expected = {
+                (origin ^ m, target ^ m)
+                for origin in chess.SquareSet(board.occupied_co[colour])
+                for target in board.attacks(origin)
+            }
+            if edge_type == graph.ATTACK_MINE:  # those already a move edge are not repeated
+                assert found[edge_type] == expected - moves
+            else:
+                assert found[edge_type] == expected
+
+
+def test_node_inputs_read_the_board_from_the_tokens_as_the_mover_sees_it(boards):
+    chosen = boards[::5] + boards[-6:]
+    fens = [b.fen() for b in chosen]
+    classes, en_passant, globals_ = map(np.asarray, gateau.node_inputs(tokenize_batch(fens)))
+    for i, board in enumerate(chosen):
+        m = graph.MIRROR if board.turn == chess.BLACK else 0
+        for node in range(64):
+            piece = board.piece_at(node ^ m)
+            if piece is None:
+                expected = 0
+            else:
+                mine = piece.color == board.turn
+                expected = piece.piece_type + (0 if mine else 6)
+            assert classes[i, node] == expected
+        ep = fens[i].split()[3]  # what the tokens hold: FENs name a legal en passant only
+        marked = np.flatnonzero(en_passant[i])
+        assert list(marked) == ([] if ep == "-" else [chess.parse_square(ep) ^ m])
+        us, them = board.turn, not board.turn
+        rights = [
+            board.has_kingside_castling_rights(us),
+            board.has_queenside_castling_rights(us),
+            board.has_kingside_castling_rights(them),
+            board.has_queenside_castling_rights(them),
+        ]
+        expected_globals = [
+            float(board.turn == chess.BLACK),
+            *map(float, rights),
+            min(board.halfmove_clock, 100) / 100,
+            min(board.fullmove_number, 200) / 200,
+        ]
+        np.testing.assert_allclose(globals_[i], expected_globals, rtol=1e-6)
+
+
+def test_padding_keeps_each_boards_edges_and_marks_the_rest(boards):
+    graphs = graph.encode_boards(boards[:40])
+    chosen = np.array([3, 0, 39, 17])
+    padded = graph.pad_edges(graphs, chosen)
+    width = padded["senders"].shape[1]
+    assert width % 64 == 0 and width >= graphs.edge_counts()[chosen].max()
+    for row, board in enumerate(chosen):
+        start, stop = graphs.offsets[board], graphs.offsets[board + 1]
+        n = stop - start
+        np.testing.assert_array_equal(padded["senders"][row, :n], graphs.senders[start:stop])
+        np.testing.assert_array_equal(padded["kinds"][row, :n], graphs.kinds[start:stop])
+        np.testing.assert_array_equal(padded["edge_index"][row, :n], np.arange(start, stop))
+        assert (padded["kinds"][row, n:] == graph.PAD_KIND).all()
+        assert (padded["edge_index"][row, n:] == -1).all()
+    with pytest.raises(ValueError, match="more than the padded width"):
+        graph.pad_edges(graphs, chosen, width=8)
+
+
+def test_jax_and_numpy_agree_on_the_packed_kind():
+    kinds = np.arange(graph.NUM_EDGE_KINDS)
+    unpacked = graph.unpack_kind(jnp.asarray(kinds))
+    np.testing.assert_array_equal(
+        np.asarray(graph.edge_kind(*unpacked)), graph.edge_kind(*graph.unpack_kind(kinds))
+    )
