@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import chess
+import chess.pgn
 import pytest
 
 from core.actions import legal_actions
@@ -18,6 +19,7 @@ from core.schema import meta_dir, read_boards, stats_path
 from pipeline import annotate
 from pipeline.bag import BagWriter
 from pipeline.bag_records import encode_av
+from pipeline.exclude import position_key
 from pipeline.import_chessbench import ImportConfig, run_config
 
 pytest.importorskip("distributed", reason="dask[distributed] is not installed")
@@ -37,6 +39,14 @@ def dask_cluster(tmp_path_factory):
         yield address
 
 
+def _moves_played(game: chess.pgn.Game) -> list[tuple[chess.Board, chess.Move]]:
+    board, found = game.board(), []
+    for move in game.mainline_moves():
+        found.append((board.copy(stack=False), move))
+        board.push(move)
+    return found
+
+
 def _shards(split: pathlib.Path) -> dict[str, bytes]:
     """Every Parquet file of a split and its meta folder, by name."""
     files = [*split.glob("*.parquet"), *pathlib.Path(meta_dir(str(split))).glob("*.parquet")]
@@ -47,9 +57,16 @@ def _shards(split: pathlib.Path) -> dict[str, bytes]:
 def test_annotate_on_a_dask_cluster_writes_the_direct_runners_shards(
     dask_cluster, sample_games, stockfish, tmp_path
 ):
+    chosen = sample_games("selfplay.pgn.zst", GAMES)
     games = tmp_path / "selfplay.pgn"
-    games.write_text("\n\n".join(str(g) for g in sample_games("selfplay.pgn.zst", GAMES)) + "\n")
-    argv = [str(games), "--limit", LIMIT, "--num-shards", "3", "--engine", stockfish]
+    games.write_text("\n\n".join(str(g) for g in chosen) + "\n")
+    # Evaluation positions to drop (--exclude): three boards of the first game.
+    played = _moves_played(chosen[0])[10:40:10]
+    dropped = [board.fen() for board, _ in played]
+    suite = tmp_path / "suite.epd"
+    suite.write_text("".join(f"{position_key(b.fen())} bm {b.san(m)};\n" for b, m in played))
+    argv = [str(games), "--limit", LIMIT, "--num-shards", "3", "--engine", stockfish,
+            "--exclude", str(suite)]  # fmt: skip
     direct = annotate.run([*argv, "--out", str(tmp_path / "direct")])
     # As the README's command: relative paths (the workers run elsewhere), the short name.
     command = [sys.executable, "-m", "pipeline.annotate", "selfplay.pgn", *argv[1:],
@@ -67,8 +84,11 @@ def test_annotate_on_a_dask_cluster_writes_the_direct_runners_shards(
     rows = read_boards(str(dask_split)).to_pylist()
     assert len(rows) == direct["boards"]["annotated"] > 100  # not an empty match
     assert on_dask["runner"] == "apache_beam.runners.dask.dask_runner.DaskRunner"
-    for key in ("games", "boards", "action_values", "nodes_searched", "resumed", "input_errors"):
+    for key in ("games", "boards", "action_values", "nodes_searched", "resumed", "input_errors",
+                "excluded"):  # fmt: skip
         assert on_dask[key] == direct[key], key
+    assert direct["excluded"]["boards"] == 3 and direct["excluded"]["occurrences"] >= 3
+    assert not {row["fen"] for row in rows} & set(dropped)
     # Both workers annotated: the boards were spread, each engine in a worker process.
     assert len(on_dask["workers"]) == 2
     assert sum(w["boards"] for w in on_dask["workers"]) == len(rows)
