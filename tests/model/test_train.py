@@ -20,6 +20,7 @@ from scipy.stats import spearmanr
 
 from eval.plot import main as plot_main
 from model import config as config_lib
+from model import scalar_events
 from model.checkpoint import CheckpointNotFoundError, load_params
 from model.data import load_boards, make_view
 from model.predictor import Predictor
@@ -121,6 +122,19 @@ def test_state_value_and_behavioural_cloning_train_and_predict(synthetic_data, t
         Predictor.from_checkpoint(str(tmp_path), step=2)
 
 
+def tensorboard_scalars(run: pathlib.Path) -> dict[str, list[tuple[int, float]]]:
+    """The run's scalars as TensorBoard reads them, without the clock-dependent rate."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    return {
+        tag: [(e.step, e.value) for e in events.Scalars(tag)]
+        for tag in events.Tags()["scalars"]
+        if not tag.endswith("examples_per_s")
+    }
+
+
 def train_command(data: pathlib.Path, out: pathlib.Path, steps: int) -> list[str]:
     sets = [f"model.{k}={v}" for k, v in TINY_MODEL.items()]
     sets += ["checkpoint_every=10", "log_every=4", "learning_rate=1e-3", "keep_checkpoints=3"]
@@ -176,6 +190,9 @@ def test_a_killed_process_resumes_where_its_checkpoint_left_off(synthetic_data, 
     # The log is cut back to the checkpoint and redone: as if never killed.
     assert metrics_log(out) == metrics_log(straight)
     assert len(metrics_log(straight)) == steps // 4 + steps // 10
+    # TensorBoard's view too: the resumed run's restart marker drops the redone steps' events.
+    if scalar_events.available():
+        assert tensorboard_scalars(out) == tensorboard_scalars(straight)
 
 
 @pytest.mark.slow
