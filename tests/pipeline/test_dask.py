@@ -1,28 +1,32 @@
 """The cluster path on a real distributed engine: annotate and import_chessbench on Beam's
 DaskRunner against a dask.distributed scheduler and two worker processes on 127.0.0.1, their
-shards compared byte for byte with the DirectRunner's."""
+shards compared byte for byte with the DirectRunner's (--exclude in one run; --mode search,
+Ctrl-C and the rerun that resumes from the journal in another)."""
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import random
+import signal
 import subprocess
 import sys
+import time
 
 import chess
 import chess.pgn
 import pytest
 
 from core.actions import legal_actions
-from core.schema import meta_dir, read_boards, stats_path
+from core.schema import journal_path, meta_dir, read_boards, stats_path
 from pipeline import annotate
 from pipeline.bag import BagWriter
 from pipeline.bag_records import encode_av
 from pipeline.exclude import position_key
 from pipeline.import_chessbench import ImportConfig, run_config
 
-pytest.importorskip("distributed", reason="dask[distributed] is not installed")
+distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")
 from pipeline.dask_cluster import local_cluster  # noqa: E402 - needs distributed
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -93,6 +97,62 @@ def test_annotate_on_a_dask_cluster_writes_the_direct_runners_shards(
     assert len(on_dask["workers"]) == 2
     assert sum(w["boards"] for w in on_dask["workers"]) == len(rows)
     assert json.loads(pathlib.Path(stats_path(str(dask_split))).read_text()) == on_dask
+
+
+def _wait_until_idle(address: str, seconds: float = 300) -> None:
+    """Until no task runs on the cluster: a stopped launcher's running tasks finish their work
+    unit (a thread cannot be interrupted), and the test's rerun must not race them."""
+    deadline = time.monotonic() + seconds
+    with distributed.Client(address, timeout=60) as client:
+        while any(client.processing().values()):
+            assert time.monotonic() < deadline, "the cluster stayed busy"
+            time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_dask_is_one_line_and_the_rerun_resumes_in_search_mode(
+    dask_cluster, sample_games, stockfish, tmp_path
+):
+    games = tmp_path / "selfplay.pgn"
+    games.write_text("\n\n".join(str(g) for g in sample_games("selfplay.pgn.zst", GAMES)) + "\n")
+    argv = ["selfplay.pgn", "--mode", "search", "--multipv", "2", "--limit", "nodes=5000",
+            "--engine", stockfish, "--journal-every", "5", "--out", "dask"]  # fmt: skip
+    command = [sys.executable, "-m", "pipeline.annotate", *argv, "--runner=DaskRunner",
+               f"--dask_client_address={dask_cluster}"]  # fmt: skip
+    journal = pathlib.Path(journal_path(str(tmp_path / "dask" / "train")))
+    with open(tmp_path / "stopped.log", "wb") as log:
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log,
+                                   start_new_session=True)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 600
+            while not list(journal.glob("part-*.parquet")):
+                assert process.poll() is None, (tmp_path / "stopped.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "no journal part after 600 s"
+                time.sleep(0.02)
+            os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C
+            assert process.wait(60) == 130
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    said = (tmp_path / "stopped.log").read_text()
+    assert "Traceback" not in said, said[-3000:]
+    assert said.splitlines()[-1].startswith(
+        "annotate: stopped by SIGINT; the boards annotated so far are in the journal "
+        f"{journal_path('dask/train')}"  # as the command was given it
+    )
+    _wait_until_idle(dask_cluster)
+
+    rerun = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "resuming the interrupted run" in rerun.stderr
+    resumed = json.loads(rerun.stdout)
+    assert resumed["resumed"]["boards"] > 0 and not journal.exists()
+    direct = annotate.run([str(games), *argv[1:-1], str(tmp_path / "direct")])
+    assert _shards(tmp_path / "dask" / "train") == _shards(tmp_path / "direct" / "train")
+    assert resumed["boards"]["unique"] == direct["boards"]["unique"] > 100
+    assert resumed["action_values"] == direct["action_values"]
+    rows = read_boards(str(tmp_path / "dask" / "train")).to_pylist()
+    assert {row["limit"] for row in rows} == {"search:nodes=5000,multipv=2"}
 
 
 @pytest.mark.slow
