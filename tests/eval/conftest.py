@@ -154,6 +154,12 @@ def tiny_run(tmp_path_factory) -> pathlib.Path:
     return save_tiny_model(tmp_path_factory.mktemp("tiny-run"))
 
 
+@pytest.fixture(scope="session")
+def tiny_bc_run(tmp_path_factory) -> pathlib.Path:
+    """The same for a behavioural-cloning (policy) model."""
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-bc-run"), target="bc")
+
+
 class UciProcess:
     """A real engine process (`argv`) spoken to over its pipes, line by line: `send` lines,
     then read with `until` (each line waits at most `timeout` seconds)."""
