@@ -12,14 +12,26 @@ to be had the engine still runs: `isready` reports `info string error: no model 
 carries on instead of losing the engine.
 
 The model is loaded, and every batch shape a move can need is compiled, at the first
-`isready`, `ucinewgame` or `go`: no move waits for XLA. It has no search, so `go` answers at
-once whatever the limits (the time budget, with Move Overhead kept back, is computed for the
-search to come, eval/uci_go.py); `go infinite` holds the `bestmove` until `stop`, and `go
-ponder` holds its info line and `bestmove` until `ponderhit` or `stop`. With `Ponder` on,
-`bestmove` names the reply the model expects (`bestmove e2e4 ponder e7e5`). `position` keeps
-the whole move list, so the model sees repetitions. The info line gives the chosen move's
-value: `score cp` (the inverse of the win-probability formula; `score mate 1` for a move that
-mates) and, with `UCI_ShowWDL`, `wdl W D L` per mille. The options: eval/uci_options.py.
+`isready`, `ucinewgame` or `go`: no move waits for XLA. `position` keeps the whole move list,
+so the model sees repetitions. The options: eval/uci_options.py.
+
+With `Simulations` 0 (the default) it plays the searchless policy and `go` answers at once
+whatever the limits; `go infinite` holds the `bestmove` until `stop`, and `go ponder` holds its
+info line and `bestmove` until `ponderhit` or `stop`. With `Simulations` N > 0 it searches
+(eval/mcts.py, eval/uci_choosers.SearchChooser) in a thread of its own, reading `stop`,
+`ponderhit` and `isready` meanwhile: `go nodes M` runs M playouts, otherwise at most N, and
+`go movetime` or the clocks (eval/uci_go.time_budget, Move Overhead kept back) end it sooner;
+`go infinite` searches until `stop`, `go ponder` until `ponderhit` (then on the clock) or
+`stop`. It sends an info line a second and a last one with the move; the tree is kept between
+the moves of a game (`ucinewgame`, or a position not continuing the game, starts a new one).
+Any other command during a search ends it first, with its `bestmove`.
+
+With `Ponder` on, `bestmove` names the reply expected (`bestmove e2e4 ponder e7e5`): the
+model's, or the search's most visited. The info line gives the move's value as `score cp`
+(the inverse of the win-probability formula; `score mate 1` for a move that mates, and for a
+search `score mate N` when its line ends in mate with a value of exactly 1 or 0) and, with
+`UCI_ShowWDL`, `wdl W D L` per mille; `nodes` is the network rows of a policy move or the
+playouts of a search, `pv` the reply too (policy with Ponder) or the most visited line.
 
 Malformed input (an unknown command, an illegal move or bad FEN in `position`, a bad option
 value, a bad `go` parameter) is answered with `info string error: ...` and the engine keeps
@@ -30,7 +42,7 @@ input ends the engine with status 0; Ctrl-C (SIGINT) prints one line and exits w
 
 The protocol loop (`UciEngine`) takes any factory of move choosers (eval/uci_choosers.py), so
 it is tested with the real random and Stockfish agents (the hidden `--agent SPEC` flag) as well
-as with a trained model; a search will plug in as one more chooser.
+as with a trained model.
 """
 
 from __future__ import annotations

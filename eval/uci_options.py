@@ -2,7 +2,7 @@
 both the `uci` answer and `setoption` are read from it.
 
 Besides the model's own options it accepts every option that lichess-bot, Cute Chess and
-fastchess send by default, each doing what it honestly can for a model without search:
+fastchess send by default, each doing what it honestly can:
 
 | option | effect |
 |---|---|
@@ -13,8 +13,8 @@ fastchess send by default, each doing what it honestly can for a model without s
 | `SyzygyPath` | accepted and kept; tablebases are not probed yet |
 | `UCI_ShowWDL` | `wdl W D L` (per mille) in the info line, from the model's win probability |
 | `Ponder` | set by GUIs that ponder: `bestmove` then names the expected reply |
-| `Temperature` | 0 plays the best move; above 0 samples a softmax of the scores |
-| `RepetitionWorkaround` | a move letting the opponent claim threefold repetition is valued a draw |
+| `Temperature` | 0 plays the best move; above 0 samples a softmax of the scores (policy only) |
+| `RepetitionWorkaround` | a move allowing a threefold claim is valued a draw (policy only) |
 | `UseEMA` | the EMA parameters (as the paper evaluates) instead of the raw ones |
 | `Seed` | the random stream of sampling, of search-contempt and of the no-model fallback |
 | `Simulations` | playouts per move, at most (eval/mcts.py); 0 = the searchless policy |
