@@ -122,44 +122,6 @@ def trained_run(tmp_path_factory, annotated) -> pathlib.Path:
     return run
 
 
-def save_tiny_model(directory: pathlib.Path, target: str = "av", seed: int = 1) -> pathlib.Path:
-    """A run dir with one checkpoint of a randomly initialised one-layer tiny model, its
-    weights jittered so that moves score differently (what engine mechanics need, fast)."""
-    import jax
-    import numpy as np
-    import optax
-
-    from model.checkpoint import Checkpointer
-    from model.config import Config
-    from model.transformer import init_params
-
-    config = Config().replace(
-        train={"target": target},
-        model={"size": "tiny", "num_layers": 1, "embedding_dim": 32, "num_heads": 2},
-    )
-    rng = np.random.default_rng(seed)
-    params = jax.tree_util.tree_map(
-        lambda p: p + rng.normal(0.0, 0.05, p.shape).astype(p.dtype), init_params(config, seed)
-    )
-    checkpointer = Checkpointer(str(directory / "checkpoints"))
-    meta = {"step": 0, "data_position": 0, "data_fingerprint": "", "config": config.to_dict()}
-    checkpointer.save(0, params, params, optax.adam(1e-4).init(params), meta)
-    checkpointer.close()
-    return directory
-
-
-@pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory) -> pathlib.Path:
-    """A random one-layer tiny AV model's run dir (save_tiny_model)."""
-    return save_tiny_model(tmp_path_factory.mktemp("tiny-run"))
-
-
-@pytest.fixture(scope="session")
-def tiny_bc_run(tmp_path_factory) -> pathlib.Path:
-    """The same for a behavioural-cloning (policy) model."""
-    return save_tiny_model(tmp_path_factory.mktemp("tiny-bc-run"), target="bc")
-
-
 class UciProcess:
     """A real engine process (`argv`) spoken to over its pipes, line by line: `send` lines,
     then read with `until` (each line waits at most `timeout` seconds)."""
