@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import math
 import os
 import random
 import re
@@ -63,7 +62,7 @@ from typing import TextIO
 import chess
 
 from core.paths import resolve_path
-from core.values import LICHESS_CP_SCALE
+from core.values import centipawns
 from eval.engines import RandomAgent
 from eval.mcts import SearchInfo
 from eval.uci_choosers import (
@@ -98,11 +97,8 @@ _SETOPTION = re.compile(r"name\s+(?P<name>.+?)(?:\s+value(?:\s+(?P<value>.*))?)?
 
 
 def win_prob_to_cp(p: float) -> int:
-    """The centipawns whose Lichess win probability is `p` (the formula's inverse)."""
-    if p <= 0.0 or p >= 1.0:
-        return MAX_REPORTED_CP if p >= 1.0 else -MAX_REPORTED_CP
-    cp = math.log(p / (1.0 - p)) / LICHESS_CP_SCALE
-    return int(round(max(-MAX_REPORTED_CP, min(MAX_REPORTED_CP, cp))))
+    """The centipawns whose Lichess win probability is `p`, within +-MAX_REPORTED_CP."""
+    return int(round(max(-MAX_REPORTED_CP, min(MAX_REPORTED_CP, centipawns(p)))))
 
 
 def wdl_per_mille(p: float) -> tuple[int, int, int]:
