@@ -135,8 +135,8 @@ class SearchChooser:
     - `infinite`: until `stop`; `ponder`: up to the playouts above until `ponderhit`, then on
       with the clock's budget counted from the ponderhit (or until `stop`).
 
-    A position whose game is already over by the rules (a claimable repetition with moves
-    left) has nothing to search: the policy answers it."""
+    A position whose game is already over by the rules though moves are left (a threefold
+    repetition, fifty moves, bare kings) has nothing to search: the policy answers it."""
 
     searches = True
 
@@ -188,11 +188,9 @@ class SearchChooser:
         else:
             deadline = None if request.budget is None else started + request.budget
             run(SearchLimit(sims=sims, deadline=deadline, stop=control.stop, within_deadline=True))
-        return self._decision(board, request.allowed, runs)
+        return self._decision(request.allowed, runs)
 
-    def _decision(
-        self, board: chess.Board, allowed: frozenset[chess.Move] | None, runs: list[SearchInfo]
-    ) -> Decision:
+    def _decision(self, allowed: frozenset[chess.Move] | None, runs: list[SearchInfo]) -> Decision:
         stats = self.search.root_moves()  # most visited first
         pick = next((s for s in stats if allowed is None or s.move in allowed), stats[0])
         last = runs[-1]
