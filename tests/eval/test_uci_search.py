@@ -203,10 +203,17 @@ def test_the_tree_is_reused_along_a_game_and_reset_otherwise(tiny_run):
     assert chooser.search.root is None  # forgotten
     assert first.move_stack == []
     assert not go("position startpos")
+    # A game over by the rules with moves left (fifty moves): nothing to search, the policy
+    # answers (its info counts the legal moves it valued).
+    fifty = "8/8/4k3/8/8/3K4/8/R7 w - - 100 90"
+    go(f"position fen {fifty}")
+    legal = chess.Board(fifty).legal_moves.count()
+    assert f" nodes {legal} " in out.getvalue().splitlines()[-2]
+    assert chess.Board(fifty).is_legal(chess.Move.from_uci(bestmoves(out)[-1]))
     engine.run([])  # ends it: quit
     lines = out.getvalue().splitlines()
-    assert lines.count("readyok") == 6
-    assert len(bestmoves(out)) == 4
+    assert lines.count("readyok") == 7
+    assert len(bestmoves(out)) == 5
 
 
 def bestmoves(out: io.StringIO) -> list[str]:
