@@ -44,6 +44,7 @@ from bench.search import search_rate
 from core.engine_path import EngineNotFoundError
 from core.eval_sets import iter_puzzles
 from core.game_end import DRAW
+from core.interrupts import interrupted
 from core.openings import Opening, load_openings
 from core.paths import project_root, resolve_path
 from core.progress import Progress, format_duration
@@ -313,6 +314,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return interrupted(
+            "search_report: interrupted; the parts done are in search.json, run the others "
+            "again with --parts"
+        )
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     resolved = resolve_path(args.model, str(pathlib.Path.cwd()))
