@@ -15,7 +15,7 @@ import chess.engine
 import pytest
 
 from eval.uci import UciEngine, score_words
-from eval.uci_choosers import NeuralFactory, PolicyChooser, SearchChooser
+from eval.uci_choosers import AgentFactory, NeuralFactory, PolicyChooser, SearchChooser
 
 SEARCH = {"Simulations": 1_000_000, "SearchBatch": 4}  # limited by `go`, not by the option
 MIDDLEGAME = "r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4"
@@ -51,6 +51,11 @@ def test_go_nodes_plays_a_legal_move_after_that_many_playouts(engine):
             assert line.is_legal(move)
             line.push(move)
     assert len(info["pv"]) >= 2 and result.ponder is None  # no ponder word without Ponder
+    # search-contempt (the opponent's replies frozen after 3 visits) counts the same way.
+    engine.configure({"SearchContempt": 3})
+    result = engine.play(board, chess.engine.Limit(nodes=30), info=chess.engine.INFO_ALL)
+    assert board.is_legal(result.move) and result.info["nodes"] == 30
+    engine.configure({"SearchContempt": 0})
     # searchmoves: the best of the moves allowed.
     result = engine.play(
         board, chess.engine.Limit(nodes=16), root_moves=[chess.Move.from_uci("a2a3")]
@@ -66,8 +71,9 @@ def test_go_movetime_returns_in_time_with_info_lines_on_the_way(engine):
         infos = [info for info in analysis if "nodes" in info]
         best = analysis.wait()
     elapsed = time.monotonic() - start
-    # Move Overhead (10 ms) is kept back; the slack is python-chess's and a loaded machine's.
-    assert 1.5 < elapsed < 2.2 + 0.5, elapsed
+    # Move Overhead (10 ms) is kept back and no batch is started that would end past the
+    # time; the slack is python-chess's and a loaded machine's (batches then vary in length).
+    assert 1.0 < elapsed < 2.2 + 0.8, elapsed
     assert board.is_legal(best.move)
     assert len(infos) >= 3, infos  # one a second, then the final one
     nodes = [info["nodes"] for info in infos]
@@ -121,21 +127,25 @@ def play_on_the_clock(engine, plies: int, clock: float, increment: float, ponder
 
 def test_a_small_clock_is_never_lost_on_time(engine):
     searching(engine)
-    clocks, results, _ = play_on_the_clock(engine, 30, clock=3.0, increment=0.1, ponder=False)
-    assert len(results) == 15 and min(clocks) > 0, clocks
+    clocks, results, board = play_on_the_clock(engine, 30, clock=3.0, increment=0.1, ponder=False)
+    assert len(results) == 15 or board.is_game_over(claim_draw=True)
+    assert len(results) >= 8 and min(clocks) > 0, clocks
     # It searched on the clock (a move whose budget the root's evaluation takes is the
     # network's own, with 0 playouts) and spent a fair share of the time.
-    assert sum(r.info["nodes"] for r in results) > 15, [r.info for r in results]
-    assert clocks[-1] < 3.0 + 15 * 0.1 - 1.0, clocks
+    assert sum(r.info["nodes"] for r in results) > len(results), [r.info for r in results]
+    assert clocks[-1] < 3.0 + len(results) * 0.1 - 0.5, clocks
 
 
 def test_pondering_searches_until_ponderhit_or_stop(engine):
     searching(engine, Simulations=60)
     clocks, results, board = play_on_the_clock(engine, 20, clock=60, increment=0.0, ponder=True)
-    assert len(results) == 10 and min(clocks) > 0
+    # How long pondering ran before ponderhit varies, so the moves do, and a game against
+    # random replies may end early.
+    assert len(results) == 10 or board.is_game_over(claim_draw=True)
+    assert len(results) >= 6 and min(clocks) > 0
     replies = board.move_stack[1::2]
     hits = sum(r.ponder == reply for r, reply in zip(results, replies, strict=False))
-    assert 3 <= hits <= 7  # both ponderhit and stop happened
+    assert hits >= 2 and len(replies) - hits >= 2  # both ponderhit and stop happened
     # Every move came with the reply it expects, legal after the move.
     replay = chess.Board()
     for i, move in enumerate(board.move_stack):
@@ -247,3 +257,24 @@ def test_a_policy_model_says_it_cannot_search_and_plays(tmp_path, tiny_bc_run):
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("info string Simulations 8 ignored: a BC model needs a value model")
     assert lines[1] == "readyok" and chess.Board().is_legal(chess.Move.from_uci(bestmoves(out)[0]))
+
+
+def test_the_search_options_are_announced_and_checked():
+    out = io.StringIO()
+    engine = UciEngine(AgentFactory("random"), out)
+    engine.run(
+        ["uci", "setoption name CPuct value 0", "setoption name PriorTemperature value warm"]
+        + ["setoption name SearchBatch value 0", "setoption name Simulations value -1"]
+        + ["setoption name Simulations value 64", "setoption name CPuct value 2.5"]
+        + ["setoption name SearchContempt value 5", "setoption name SearchBatch value 16"]
+    )
+    lines = out.getvalue().splitlines()
+    assert "option name Simulations type spin default 0 min 0 max 1000000000" in lines
+    assert "option name CPuct type string default 1.5" in lines
+    assert "option name SearchBatch type spin default 8 min 1 max 256" in lines
+    errors = [line for line in lines if line.startswith("info string error: ")]
+    assert len(errors) == 4 and "CPuct must be a finite number > 0, got '0'" in errors[0]
+    assert "PriorTemperature 'warm' is not a number" in errors[1]
+    options = engine.options
+    assert (options.simulations, options.cpuct, options.search_contempt) == (64, 2.5, 5)
+    assert options.search_batch == 16
