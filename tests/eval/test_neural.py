@@ -152,7 +152,7 @@ def test_every_consumer_skips_an_incomplete_checkpoint(trained_run, annotated, t
     [warning] = captured.err.splitlines()
     assert warning == (
         f"warning: {run / 'checkpoints' / '500'} is an incomplete checkpoint (no params, "
-        "ema_params, opt_state, meta): skipped, using step 80"
+        "ema_params, meta): skipped, using step 80"
     )
     command = [sys.executable, "-m", "eval.uci", "--checkpoint", str(run)]
     engine = chess.engine.SimpleEngine.popen_uci(command, cwd=ROOT, stderr=subprocess.DEVNULL)
