@@ -1,0 +1,38 @@
+"""Reusing finished steps of a multi-step job (`make demo`, `make cpu-model`).
+
+A step records a fingerprint of what it was computed from in `steps.json`; a rerun whose
+fingerprint matches (and whose outputs still exist) reuses the step instead of redoing it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+
+
+class StepLog:
+    """`steps.json`: each finished step's fingerprint (what it was computed from)."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path = path
+        self.done: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+
+    def finished(self, name: str, fingerprint: str, outputs: list[pathlib.Path]) -> bool:
+        return self.done.get(name) == fingerprint and all(p.exists() for p in outputs)
+
+    def mark(self, name: str, fingerprint: str) -> None:
+        self.done[name] = fingerprint
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.done, indent=2) + "\n")
+
+
+def fingerprint(*parts) -> str:
+    """A digest of JSON-able parts and of the contents of any file paths among them."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(json.dumps(part, sort_keys=True, default=str).encode())
+        if isinstance(part, str) and os.path.isfile(part):
+            digest.update(pathlib.Path(part).read_bytes())
+    return digest.hexdigest()[:16]
