@@ -409,6 +409,18 @@ def brief(entry: dict) -> str:
     return ", ".join(parts)
 
 
+def held_out_rows(paths: Paths, num: int) -> tuple[list[dict], int]:
+    """The first `num` test boards whose position (move counters aside) is in no training
+    split: self-play games from other seeds still share their opening moves. Also the
+    number of test boards left out."""
+    train = {
+        position_key(fen) for fen in read_boards(train_glob(paths), ["fen"])["fen"].to_pylist()
+    }
+    rows = read_rows(str(paths.work / "annotated" / "test"))
+    kept = [row for row in rows if position_key(row["fen"]) not in train]
+    return kept[:num], len(rows) - len(kept)
+
+
 def neural(path: str, name: str) -> NeuralAgent:
     return NeuralAgent(Predictor.from_checkpoint(path), name=name)
 
@@ -459,8 +471,9 @@ def evaluate(scale: Scale, paths: Paths, steps: StepLog, trained: dict) -> dict:
             continue
         if spec is None:
             predictor = Predictor.from_checkpoint(trained["run"])
-            rows = read_rows(str(paths.work / "annotated" / "test"), scale.metrics_boards)
+            rows, in_train = held_out_rows(paths, scale.metrics_boards)
             entry = {"metrics": evaluate_checkpoint(predictor, rows)}
+            entry["metrics"]["test_boards_left_out_as_in_train"] = in_train
             entry |= judge(NeuralAgent(predictor, name="model"), sets)
         else:
             with make_agent(spec) as agent:
@@ -487,7 +500,7 @@ ABLATIONS = {
 def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> dict:
     target = paths.results / "ablations.json"
     sets = judged_sets(paths, scale.curve_puzzles, scale.curve_sts_every)
-    rows = read_rows(str(paths.work / "annotated" / "test"), scale.metrics_boards)
+    rows, _ = held_out_rows(paths, scale.metrics_boards)
     document = json.loads(target.read_text()) if target.exists() else {}
     document.setdefault("rows", {})
     document["sets"] = sets.describe()
@@ -671,7 +684,14 @@ def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
                 {
                     "metrics": {
                         k: entry["metrics"][k]
-                        for k in ("boards", "action_accuracy", "kendall_tau", "log_loss")
+                        for k in (
+                            "boards",
+                            "action_accuracy",
+                            "kendall_tau",
+                            "log_loss",
+                            "uniform_log_loss",
+                            "test_boards_left_out_as_in_train",
+                        )
                     }
                 }
                 if "metrics" in entry
