@@ -456,33 +456,49 @@ def curve(scale: Scale, paths: Paths, steps: StepLog, trained: dict) -> dict:
 # --- 5. the final evaluation -----------------------------------------------------------------
 
 
+def baselines(scale: Scale, paths: Paths) -> dict:
+    """The floors and the ceiling on the final sets; they do not depend on the model, so
+    they are kept (`baselines.json`, per agent) for as long as the sets are the same."""
+    target = paths.results / "baselines.json"
+    sets = judged_sets(paths, scale.final_puzzles, scale.final_sts_every)
+    ceiling = judged_sets(paths, scale.ceiling_puzzles, scale.ceiling_sts_every)
+    key = fingerprint(sets.describe(), ceiling.describe(), BASELINES, STOCKFISH)
+    document = json.loads(target.read_text()) if target.exists() else {}
+    if document.get("key") != key:
+        document = {"key": key, "sets": sets.describe(), "ceiling_sets": ceiling.describe()}
+        document["agents"] = {}
+    for spec in (*BASELINES, STOCKFISH):
+        if spec in document["agents"]:
+            continue
+        with make_agent(spec) as agent:
+            entry = judge(agent, ceiling if spec == STOCKFISH else sets)
+        document["agents"][spec] = entry
+        paths.results.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(document, indent=2) + "\n")
+        log(f"evaluate: {spec}: {brief(entry)}")
+    return document
+
+
 def evaluate(scale: Scale, paths: Paths, steps: StepLog, trained: dict) -> dict:
     target = paths.results / "evaluation.json"
     sets = judged_sets(paths, scale.final_puzzles, scale.final_sts_every)
-    ceiling = judged_sets(paths, scale.ceiling_puzzles, scale.ceiling_sts_every)
-    key = fingerprint(steps.done.get("train-main"), sets.describe(), ceiling.describe())
-    document = json.loads(target.read_text()) if target.exists() else {}
-    if document.get("key") != key:
-        document = {"key": key, "sets": sets.describe(), "agents": {}}
-    document["ceiling_sets"] = ceiling.describe()
-    specs = {"model": None, **{b: b for b in BASELINES}, STOCKFISH: STOCKFISH}
-    for name, spec in specs.items():
-        if name in document["agents"]:
-            continue
-        if spec is None:
-            predictor = Predictor.from_checkpoint(trained["run"])
-            rows, in_train = held_out_rows(paths, scale.metrics_boards)
-            entry = {"metrics": evaluate_checkpoint(predictor, rows)}
-            entry["metrics"]["test_boards_left_out_as_in_train"] = in_train
-            entry |= judge(NeuralAgent(predictor, name="model"), sets)
-        else:
-            with make_agent(spec) as agent:
-                entry = judge(agent, ceiling if spec == STOCKFISH else sets)
-        document["agents"][name] = entry
-        target.write_text(json.dumps(document, indent=2) + "\n")
-        log(f"evaluate: {name}: {brief(entry)}")
-    steps.mark("evaluate", key)
-    return document
+    key = fingerprint(steps.done.get("train-main"), sets.describe(), scale.metrics_boards)
+    if not steps.finished("evaluate", key, [target]):
+        predictor = Predictor.from_checkpoint(trained["run"])
+        rows, in_train = held_out_rows(paths, scale.metrics_boards)
+        entry = {"metrics": evaluate_checkpoint(predictor, rows)}
+        entry["metrics"]["test_boards_left_out_as_in_train"] = in_train
+        entry |= judge(NeuralAgent(predictor, name="model"), sets)
+        target.write_text(json.dumps({"key": key, "sets": sets.describe(), "model": entry}))
+        steps.mark("evaluate", key)
+    model = json.loads(target.read_text())["model"]
+    log(f"evaluate: model: {brief(model)}")
+    floors = baselines(scale, paths)
+    return {
+        "sets": floors["sets"],
+        "ceiling_sets": floors["ceiling_sets"],
+        "agents": {"model": model, **floors["agents"]},
+    }
 
 
 # --- 6. ablations ----------------------------------------------------------------------------

@@ -23,9 +23,14 @@ class StepLog:
         return self.done.get(name) == fingerprint and all(p.exists() for p in outputs)
 
     def mark(self, name: str, fingerprint: str) -> None:
-        self.done[name] = fingerprint
+        # Merged into the file as it is now: another process of the same job (a step run on
+        # its own beside it) may have marked steps since this log was read.
+        on_disk = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.done = on_disk | self.done | {name: fingerprint}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(self.done, indent=2) + "\n")
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.done, indent=2) + "\n")
+        tmp.replace(self.path)  # never a half-written file for the other process to read
 
 
 def fingerprint(*parts) -> str:
