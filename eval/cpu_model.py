@@ -567,14 +567,22 @@ def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> di
 
 
 def ship(paths: Paths, trained: dict) -> dict:
-    """The last checkpoint and the run's config as a normal run directory in `paths.models`."""
+    """The last checkpoint (parameters, EMA parameters, meta) and the run's config as a
+    normal run directory in `paths.models`."""
     run = pathlib.Path(trained["run"])
     step, _ = latest_complete_step(checkpoints_dir(str(run)))
     if paths.models.exists():
         shutil.rmtree(paths.models)
     (paths.models / "checkpoints").mkdir(parents=True)
     shutil.copy(run / "config.toml", paths.models / "config.toml")
-    shutil.copytree(run / "checkpoints" / str(step), paths.models / "checkpoints" / str(step))
+    source = run / "checkpoints" / str(step)
+    # Without the optimiser state (half the bytes): every reader loads it, only training
+    # could not resume from it (model/checkpoint.py).
+    shutil.copytree(
+        source,
+        paths.models / "checkpoints" / str(step),
+        ignore=lambda where, names: ["opt_state"] if pathlib.Path(where) == source else [],
+    )
     size = sum(p.stat().st_size for p in paths.models.rglob("*") if p.is_file())
     log(f"ship: step {step} of {run} -> {paths.models} ({size / 1e6:.1f} MB)")
     return {"from": str(run), "step": step, "path": str(paths.models), "bytes": size}

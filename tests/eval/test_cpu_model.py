@@ -78,6 +78,7 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
     models = tmp_path / "models"
     assert summary["shipped"]["step"] == 24
     assert [p.name for p in pathlib.Path(checkpoints_dir(str(models))).iterdir()] == ["24"]
+    assert not (models / "checkpoints" / "24" / "opt_state").exists()  # readers need none
     with make_agent(f"neural:{models}") as agent:
         board = chess.Board()
         for _ in range(6):
