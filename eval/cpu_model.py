@@ -107,7 +107,7 @@ SCALES: dict[str, Scale] = {
         steps=2400,
         batch_size=32,
         curve_points=6,
-        ablation_steps=300,
+        ablation_steps=150,
         curve_puzzles=200,
         curve_sts_every=5,
         final_puzzles=1000,
@@ -560,6 +560,7 @@ def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> di
         document["rows"][name] = entry
         target.write_text(json.dumps(document, indent=2) + "\n")
         log(f"ablation {name}: {brief(entry)}")
+    document["rows"] = {n: document["rows"][n] for n in ABLATIONS if n in document["rows"]}
     return document
 
 
