@@ -505,15 +505,19 @@ def evaluate(scale: Scale, paths: Paths, steps: StepLog, trained: dict) -> dict:
 
 
 ABLATIONS = {
-    # name: (target, shards of the 8 each training split has)
-    "av": ("av", "*"),
-    "sv": ("sv", "*"),
-    "bc": ("bc", "*"),
-    "av-quarter-data": ("av", "0000[01]"),
+    # name: (target, shards of the 8 each training split has, steps: "short" (the
+    # ablation steps) or "long" (the main run's))
+    "av": ("av", "*", "short"),
+    "sv": ("sv", "*", "short"),
+    "bc": ("bc", "*", "short"),
+    # Data size needs as many steps as the main run: in the short runs no board comes twice
+    # in either size. Its other row is the main run itself ("av-all-data").
+    "av-quarter-data": ("av", "0000[01]", "long"),
 }
+MAIN_ROW = "av-all-data"
 
 
-def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> dict:
+def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict, main: dict) -> dict:
     target = paths.results / "ablations.json"
     sets = judged_sets(paths, scale.curve_puzzles, scale.curve_sts_every)
     rows, _ = held_out_rows(paths, scale.metrics_boards)
@@ -521,19 +525,29 @@ def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> di
     document.setdefault("rows", {})
     document["sets"] = sets.describe()
     document["equal_compute"] = {
-        "steps": scale.ablation_steps,
+        "short_steps": scale.ablation_steps,
+        "long_steps": scale.steps,
         "batch_boards": scale.batch_size,
-        "note": "same network shape, steps, batch of boards and learning-rate schedule",
+        "note": "within a group: same network shape, steps, batch of boards and schedule",
     }
     train_splits = [s for s in annotated if s.startswith("train")]
     label_seconds = sum(annotated[s]["engine_busy_s"] for s in train_splits)
-    for name, (kind, shards) in ABLATIONS.items():
+    plan = dict(ABLATIONS)
+    plan[MAIN_ROW] = ("av", "*", "main")
+    for name, (kind, shards, length) in plan.items():
         data = train_glob(paths, shards)
-        config = run_config(scale, paths, kind, scale.ablation_steps, data, 1)
+        num_steps = scale.ablation_steps if length == "short" else scale.steps
+        config = run_config(scale, paths, kind, num_steps, data, 1)
         key = fingerprint(config.to_dict(), [steps.done.get(d) for d in ANNOTATE_STEPS])
+        if length == "main":
+            key = fingerprint(steps.done.get("train-main"))
         if document["rows"].get(name, {}).get("key") == key:
             continue
-        trained = train_run(f"ablation-{name}", config, paths.runs / name, steps, ANNOTATE_STEPS)
+        if length == "main":
+            trained = main
+        else:
+            run = paths.runs / name
+            trained = train_run(f"ablation-{name}", config, run, steps, ANNOTATE_STEPS)
         files = board_files(data)
         table = read_boards(data, ["moves"])
         boards = table.num_rows
@@ -550,6 +564,7 @@ def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> di
                 "engine_seconds": round(label_seconds * share, 1),
             },
             "compute": {
+                "run": trained["run"],
                 "steps": trained["steps"],
                 "boards_seen": trained["steps"] * scale.batch_size,
                 "train_seconds": trained["seconds"],
@@ -560,7 +575,7 @@ def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> di
         document["rows"][name] = entry
         target.write_text(json.dumps(document, indent=2) + "\n")
         log(f"ablation {name}: {brief(entry)}")
-    document["rows"] = {n: document["rows"][n] for n in ABLATIONS if n in document["rows"]}
+    document["rows"] = {n: document["rows"][n] for n in plan if n in document["rows"]}
     return document
 
 
@@ -640,7 +655,11 @@ def plot_ablations(document: dict, path: pathlib.Path) -> None:
     ax.bar(x - 0.2, puzzles, 0.4, label="puzzles solved (%)")
     ax.bar(x + 0.2, sts, 0.4, label="STS points (% of max)")
     ax.set_xticks(x, names)
-    ax.set_title(f"ablations at equal compute ({document['equal_compute']['steps']} steps)")
+    compute = document["equal_compute"]
+    ax.set_title(
+        f"ablations: targets at {compute['short_steps']} steps, "
+        f"data sizes at {compute['long_steps']} steps"
+    )
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()
@@ -686,7 +705,7 @@ def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
         6,
         "ablations",
         "ablations at equal compute",
-        lambda: ablations(scale, paths, steps, annotated),
+        lambda: ablations(scale, paths, steps, annotated, trained),
     )
     shipped = timed(7, "ship", f"copy to {paths.models}", lambda: ship(paths, trained))
     matplotlib.use("Agg")  # files only: no display needed
