@@ -86,7 +86,8 @@ class Scale:
     steps: int
     batch_size: int  # boards
     curve_points: int  # checkpoints on the learning curve
-    ablation_steps: int
+    ablation_steps: int  # AV vs SV vs BC
+    data_steps: int  # all the boards vs a quarter: enough steps to repeat the quarter
     curve_puzzles: int
     curve_sts_every: int  # every k-th STS position
     final_puzzles: int
@@ -108,6 +109,7 @@ SCALES: dict[str, Scale] = {
         batch_size=32,
         curve_points=6,
         ablation_steps=150,
+        data_steps=600,
         curve_puzzles=200,
         curve_sts_every=5,
         final_puzzles=1000,
@@ -126,6 +128,7 @@ SCALES: dict[str, Scale] = {
         batch_size=8,
         curve_points=2,
         ablation_steps=8,
+        data_steps=16,
         curve_puzzles=6,
         curve_sts_every=10,
         final_puzzles=10,
@@ -505,19 +508,18 @@ def evaluate(scale: Scale, paths: Paths, steps: StepLog, trained: dict) -> dict:
 
 
 ABLATIONS = {
-    # name: (target, shards of the 8 each training split has, steps: "short" (the
-    # ablation steps) or "long" (the main run's))
-    "av": ("av", "*", "short"),
-    "sv": ("sv", "*", "short"),
-    "bc": ("bc", "*", "short"),
-    # Data size needs as many steps as the main run: in the short runs no board comes twice
-    # in either size. Its other row is the main run itself ("av-all-data").
-    "av-quarter-data": ("av", "0000[01]", "long"),
+    # name: (target, shards of the 8 each training split has, steps: "targets" (AV vs SV vs
+    # BC: Scale.ablation_steps) or "data" (Scale.data_steps, enough for the quarter to be
+    # seen several times while the whole is seen about once))
+    "av": ("av", "*", "targets"),
+    "sv": ("sv", "*", "targets"),
+    "bc": ("bc", "*", "targets"),
+    "av-all-data": ("av", "*", "data"),
+    "av-quarter-data": ("av", "0000[01]", "data"),
 }
-MAIN_ROW = "av-all-data"
 
 
-def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict, main: dict) -> dict:
+def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> dict:
     target = paths.results / "ablations.json"
     sets = judged_sets(paths, scale.curve_puzzles, scale.curve_sts_every)
     rows, _ = held_out_rows(paths, scale.metrics_boards)
@@ -525,29 +527,21 @@ def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict, main:
     document.setdefault("rows", {})
     document["sets"] = sets.describe()
     document["equal_compute"] = {
-        "short_steps": scale.ablation_steps,
-        "long_steps": scale.steps,
+        "targets_steps": scale.ablation_steps,
+        "data_steps": scale.data_steps,
         "batch_boards": scale.batch_size,
         "note": "within a group: same network shape, steps, batch of boards and schedule",
     }
     train_splits = [s for s in annotated if s.startswith("train")]
     label_seconds = sum(annotated[s]["engine_busy_s"] for s in train_splits)
-    plan = dict(ABLATIONS)
-    plan[MAIN_ROW] = ("av", "*", "main")
-    for name, (kind, shards, length) in plan.items():
+    for name, (kind, shards, group) in ABLATIONS.items():
         data = train_glob(paths, shards)
-        num_steps = scale.ablation_steps if length == "short" else scale.steps
+        num_steps = scale.ablation_steps if group == "targets" else scale.data_steps
         config = run_config(scale, paths, kind, num_steps, data, 1)
         key = fingerprint(config.to_dict(), [steps.done.get(d) for d in ANNOTATE_STEPS])
-        if length == "main":
-            key = fingerprint(steps.done.get("train-main"))
         if document["rows"].get(name, {}).get("key") == key:
             continue
-        if length == "main":
-            trained = main
-        else:
-            run = paths.runs / name
-            trained = train_run(f"ablation-{name}", config, run, steps, ANNOTATE_STEPS)
+        trained = train_run(f"ablation-{name}", config, paths.runs / name, steps, ANNOTATE_STEPS)
         files = board_files(data)
         table = read_boards(data, ["moves"])
         boards = table.num_rows
@@ -557,6 +551,7 @@ def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict, main:
         entry = {
             "key": key,
             "target": kind,
+            "group": group,
             "data": {
                 "boards": boards,
                 "action_values": values,
@@ -575,7 +570,7 @@ def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict, main:
         document["rows"][name] = entry
         target.write_text(json.dumps(document, indent=2) + "\n")
         log(f"ablation {name}: {brief(entry)}")
-    document["rows"] = {n: document["rows"][n] for n in plan if n in document["rows"]}
+    document["rows"] = {n: document["rows"][n] for n in ABLATIONS if n in document["rows"]}
     return document
 
 
@@ -657,8 +652,8 @@ def plot_ablations(document: dict, path: pathlib.Path) -> None:
     ax.set_xticks(x, names)
     compute = document["equal_compute"]
     ax.set_title(
-        f"ablations: targets at {compute['short_steps']} steps, "
-        f"data sizes at {compute['long_steps']} steps"
+        f"ablations: targets at {compute['targets_steps']} steps, "
+        f"data sizes at {compute['data_steps']} steps"
     )
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize="small")
@@ -705,7 +700,7 @@ def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
         6,
         "ablations",
         "ablations at equal compute",
-        lambda: ablations(scale, paths, steps, annotated, trained),
+        lambda: ablations(scale, paths, steps, annotated),
     )
     shipped = timed(7, "ship", f"copy to {paths.models}", lambda: ship(paths, trained))
     matplotlib.use("Agg")  # files only: no display needed

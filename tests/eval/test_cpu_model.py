@@ -67,9 +67,8 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
     assert 0 <= agents["model"]["metrics"]["action_accuracy"] <= 1
 
     rows = summary["ablations"]["rows"]
-    assert list(rows) == ["av", "sv", "bc", "av-quarter-data", "av-all-data"]
-    assert [r["compute"]["steps"] for r in rows.values()] == [8, 8, 8, 24, 24]
-    assert rows["av-all-data"]["compute"]["run"] == str(tmp_path / "runs" / "main")
+    assert list(rows) == ["av", "sv", "bc", "av-all-data", "av-quarter-data"]
+    assert [r["compute"]["steps"] for r in rows.values()] == [8, 8, 8, 16, 16]
     assert rows["av-quarter-data"]["data"]["boards"] < rows["av"]["data"]["boards"]
     assert rows["sv"]["data"]["labels_used"] == rows["sv"]["data"]["boards"]
     assert (results / "curve.png").stat().st_size > 0
