@@ -32,7 +32,9 @@ Writes `<results>/summary.json`, one JSON per step, `curve.png` and `ablations.p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import fcntl
 import glob
 import json
 import logging
@@ -40,6 +42,7 @@ import pathlib
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import matplotlib
@@ -333,7 +336,27 @@ def run_config(scale: Scale, paths: Paths, target: str, steps: int, data: str, p
     )
 
 
+@contextlib.contextmanager
+def run_lock(run: pathlib.Path) -> Iterator[None]:
+    """One process at a time trains `run` (a step may be run on its own beside the recipe);
+    the other waits. flock: released by the kernel however the holder ends."""
+    run.parent.mkdir(parents=True, exist_ok=True)
+    with open(run.parent / f".{run.name}.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"train: another process is training {run}; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def train_run(name: str, config, run: pathlib.Path, steps: StepLog, depends: list[str]) -> dict:
+    with run_lock(run):
+        steps.reload()
+        return _train_run(name, config, run, steps, depends)
+
+
+def _train_run(name: str, config, run: pathlib.Path, steps: StepLog, depends: list[str]) -> dict:
     key = fingerprint(config.to_dict(), [steps.done.get(d) for d in depends])
     if not steps.finished(f"train-{name}", key, [pathlib.Path(checkpoints_dir(str(run)))]):
         if steps.done.get(f"train-{name}-started") != key and run.exists():

@@ -22,6 +22,11 @@ class StepLog:
     def finished(self, name: str, fingerprint: str, outputs: list[pathlib.Path]) -> bool:
         return self.done.get(name) == fingerprint and all(p.exists() for p in outputs)
 
+    def reload(self) -> None:
+        """Takes in what another process of the same job marked since this log was read."""
+        if self.path.exists():
+            self.done |= json.loads(self.path.read_text())
+
     def mark(self, name: str, fingerprint: str) -> None:
         # Merged into the file as it is now: another process of the same job (a step run on
         # its own beside it) may have marked steps since this log was read.
