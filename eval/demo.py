@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from core.interrupts import exit_code, interrupted
+from core.schema import find_stats
+from core.schema import stats_path as schema_stats_path
 from eval.steps import StepLog, fingerprint
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -74,7 +76,7 @@ def annotate(config: DemoConfig, log: StepLog) -> dict:
     for split, inputs in (("train", config.train_inputs), ("test", config.test_inputs)):
         split_dir = pathlib.Path(config.work) / split
         key = fingerprint(*inputs, config.limit)
-        stats_path = split_dir / "stats.json"
+        stats_path = pathlib.Path(find_stats(str(split_dir)) or schema_stats_path(str(split_dir)))
         if log.finished(f"annotate-{split}", key, [stats_path]):
             print(f"{split}: reusing {split_dir}")
         else:
@@ -89,6 +91,7 @@ def annotate(config: DemoConfig, log: StepLog) -> dict:
                 print(f"{split}: starting over ({e})")
                 run([*argv, "--overwrite"])
             log.mark(f"annotate-{split}", key)
+            stats_path = pathlib.Path(schema_stats_path(str(split_dir)))
         document = json.loads(stats_path.read_text())
         stats[split] = {
             "games": document["games"]["used"],
