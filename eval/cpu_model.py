@@ -594,6 +594,7 @@ def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> di
         target.write_text(json.dumps(document, indent=2) + "\n")
         log(f"ablation {name}: {brief(entry)}")
     document["rows"] = {n: document["rows"][n] for n in ABLATIONS if n in document["rows"]}
+    target.write_text(json.dumps(document, indent=2) + "\n")
     return document
 
 
