@@ -5,7 +5,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ENGINE  ?= $(shell command -v stockfish || ls /usr/games/stockfish 2>/dev/null)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup engine test test-fast lint demo annotate train puzzles bench search-report clean
+.PHONY: setup engine test test-fast lint demo cpu-model annotate train puzzles bench search-report clean
 
 setup: $(STAMP) engine
 
@@ -38,6 +38,13 @@ lint: setup
 # -> tournament; results/ gets JSON, the games' PGN and a plot. Re-running reuses finished steps.
 demo: setup
 	$(PY) -m eval.demo $(DEMO_ARGS)
+
+# The strongest model two cores make (eval/cpu_model.py, ~70 min): self-play and Lichess games ->
+# action values (evaluation positions excluded) -> gateau AV -> learning curve, evaluation,
+# ablations in results/cpu-model/ -> models/cpu. Reruns reuse finished steps;
+# CPU_MODEL_ARGS="--scale quick" is the couple-of-minutes version.
+cpu-model: setup
+	$(PY) -m eval.cpu_model $(CPU_MODEL_ARGS)
 
 # PGN -> Stockfish action values -> Parquet (pipeline/annotate.py). Override any of
 # INPUT (paths, globs, URLs), OUT, SPLIT, LIMIT (nodes=N | time=SECONDS), WORKERS (engines at

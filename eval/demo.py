@@ -19,7 +19,6 @@ collects the figures.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
@@ -33,6 +32,7 @@ from dataclasses import asdict, dataclass
 from core.interrupts import exit_code, interrupted
 from core.schema import find_stats
 from core.schema import stats_path as schema_stats_path
+from eval.steps import StepLog, fingerprint
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
@@ -59,34 +59,6 @@ class DemoConfig:
     tournament_max_plies: int = 200
     adjudicate: str = "stockfish:nodes=2000,cp=600,plies=6"
     engine: str | None = None
-
-
-# --- reusing finished steps --------------------------------------------------------------
-
-
-class StepLog:
-    """`steps.json`: each finished step's fingerprint (what it was computed from)."""
-
-    def __init__(self, path: pathlib.Path):
-        self.path = path
-        self.done: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
-
-    def finished(self, name: str, fingerprint: str, outputs: list[pathlib.Path]) -> bool:
-        return self.done.get(name) == fingerprint and all(p.exists() for p in outputs)
-
-    def mark(self, name: str, fingerprint: str) -> None:
-        self.done[name] = fingerprint
-        self.path.write_text(json.dumps(self.done, indent=2) + "\n")
-
-
-def fingerprint(*parts) -> str:
-    """A digest of JSON-able parts and of the contents of any file paths among them."""
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(json.dumps(part, sort_keys=True, default=str).encode())
-        if isinstance(part, str) and os.path.isfile(part):
-            digest.update(pathlib.Path(part).read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def banner(number: int, title: str) -> None:

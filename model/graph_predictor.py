@@ -20,7 +20,7 @@ import numpy as np
 
 from core import bins
 from core.actions import NUM_ACTIONS, indices_to_moves, moves_to_indices
-from core.tokenizer import fen_from_tokens, tokenize, tokenize_batch
+from core.tokenizer import SEQUENCE_LENGTH, fen_from_tokens, tokenize, tokenize_batch
 from model import gateau, graph
 from model.config import Config, ModelConfig, TrainConfig
 from model.transformer import cast
@@ -30,6 +30,9 @@ EDGE_STEP = 64
 # fewer (the most in 13,671 Lichess positions was 151), so a game is played with one or two
 # compiled shapes and the compilation happens at the first move (or the UCI `isready`).
 MIN_EDGES = 128
+# The edge widths a real game's boards are padded to (~30 move and ~70 attack edges; 13,671
+# Lichess positions had at most 151), compiled ahead by warm_up.
+WARM_WIDTHS = (MIN_EDGES, MIN_EDGES + 64)
 
 
 @functools.cache
@@ -98,6 +101,27 @@ class GraphRunner:
                 cut = [o[row, :n] if o.ndim >= 2 and self._per_edge else o[row] for o in outputs]
                 results.append(tuple(cut) if both else cut[0])
         return results
+
+    def warm_up(self, params, max_boards: int, widths: Sequence[int] = WARM_WIDTHS) -> list:
+        """Compiles now the (boards, edges) shapes that calls on at most `max_boards` boards
+        of real games use (the edge widths `widths`), so no move of a game waits for XLA;
+        returns them."""
+        fn = self._log_probs if self.config.target == "bc" else self._both
+        sizes = sorted(
+            {
+                min(self.max_boards, 1 << max(0, n - 1).bit_length())
+                for n in range(1, max_boards + 1)
+            }
+        )
+        shapes = []
+        for size in sizes:
+            for width in widths:
+                states = np.zeros((size, SEQUENCE_LENGTH), np.int32)
+                edges = np.zeros((size, width), np.int32)
+                kinds = np.full((size, width), graph.PAD_KIND, np.int32)
+                jax.block_until_ready(fn(params, states, edges, edges, kinds))
+                shapes.append((size, width))
+        return shapes
 
     @property
     def _per_edge(self) -> bool:

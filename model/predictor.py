@@ -173,6 +173,8 @@ class Predictor:
         those shapes, ascending. An engine that scores one board per move passes 1: up to
         MAX_LEGAL_MOVES rows for AV (one per move) and SV (one per successor), one row for
         BC. The shapes come from `batch_shapes`, which follows `_run`."""
+        if self._graph is not None:  # gateau: one row per board, shapes of (boards, edges)
+            return self._graph.warm_up(self.params, max_boards or self._graph.max_boards)
         per_board = 1 if self.config.target == "bc" else MAX_LEGAL_MOVES
         rows = self.max_batch if max_boards is None else max(1, max_boards) * per_board
         shapes = self.batch_shapes(rows)

@@ -258,3 +258,15 @@ def test_gateau_learns_real_action_values(annotated_data, tmp_path):
     print(f"test loss {test_loss:.3f} (log K {math.log(32):.3f}), Spearman {correlation:.3f}")
     assert test_loss < math.log(32) - 0.3
     assert correlation > 0.3
+
+
+@pytest.mark.parametrize("target", ["av", "bc"])
+def test_warm_up_compiles_the_shapes_a_game_uses(predictors, target):
+    # The UCI engine warms its predictor up before the first move: a gateau model once failed
+    # there (no transformer functions to compile), so `searchless-uci` could not load it.
+    predictor = predictors[target]
+    shapes = predictor.warm_up(max_boards=1)
+    assert shapes == [(1, 128), (1, 192)]
+    # and a board of either width is then valued with no further compilation error
+    legal, _ = predictor.move_values([chess.Board()])[0]
+    assert sorted(legal) == sorted(m.uci() for m in chess.Board().legal_moves)

@@ -1,0 +1,818 @@
+"""`make cpu-model`: the strongest model two cores make in about an hour, with its evidence.
+
+    python -m eval.cpu_model [--scale full|quick] [--work data/cpu-model] [--runs runs/cpu-model]
+        [--results results/cpu-model] [--models models/cpu] [--shared ../shared/data] [--fresh]
+
+Steps, each with its progress line, each reused on a rerun when what it was computed from is
+unchanged (`<results>/steps.json`, see eval/steps.py; an interrupted annotation or training
+resumes from its journal or checkpoint):
+
+1. positions: Stockfish self-play games (pipeline.selfplay: the bundled ECO lines, a few
+   random plies, some random moves later) for training, and other games (another seed) for
+   the held-out test split.
+2. annotate: full action values at a small node limit (pipeline.annotate) of the self-play
+   games and of the real Lichess games in `<shared>/games` where present, with `--exclude`
+   of every puzzle CSV and EPD suite found (`<shared>/puzzles/*.csv`, `<shared>/epd/*.epd`,
+   data/sample/puzzles.csv); then an overlap check: training boards that are evaluation
+   positions (must be 0) and test boards also in training.
+3. train: model/configs/cpu.toml (the gateau edge backbone, AV) with checkpoints along the way.
+4. curve: every checkpoint on FIXED subsets (the first puzzles of the puzzle file, every
+   k-th STS position): puzzle accuracy and STS points against training examples.
+5. evaluate: the last checkpoint on the held-out test split (action accuracy, Kendall's tau,
+   log-loss), the first 1,000 puzzles and all of STS, beside `greedy`, `random` and
+   `stockfish:nodes=100000` (the ceiling on a subset at the quick scale).
+6. ablations at equal compute (same network, steps and batch): AV vs SV vs BC on the same
+   boards, and AV on a quarter of the boards; each row with its data and compute cost.
+7. ship: the final run's config and last checkpoint to `<models>` (models/cpu: a normal
+   run directory, loaded by `neural:models/cpu` and by `searchless-uci` by default).
+
+Writes `<results>/summary.json`, one JSON per step, `curve.png` and `ablations.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import fcntl
+import glob
+import json
+import logging
+import pathlib
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+
+from core.eval_sets import read_puzzles, read_suite
+from core.interrupts import exit_code, interrupted
+from core.progress import Progress, format_duration
+from core.schema import board_files, read_boards
+from eval.engines import NeuralAgent, make_agent
+from eval.metrics import evaluate_checkpoint, read_rows
+from eval.puzzles import evaluate as evaluate_puzzles
+from eval.steps import StepLog, fingerprint
+from eval.suites import run_suite
+from model import config as config_lib
+from model.checkpoint import checkpoints_dir, latest_complete_step
+from model.predictor import Predictor
+from model.train import train as train_model
+from pipeline import selfplay
+from pipeline.annotate import run as annotate_run
+from pipeline.annotate_output import JournalMismatch
+from pipeline.engine import Limit
+from pipeline.exclude import load_exclusions, position_key
+from pipeline.overlap import overlap
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SAMPLE_PUZZLES = ROOT / "data" / "sample" / "puzzles.csv"
+MAIN_CONFIG = ROOT / "model" / "configs" / "cpu.toml"
+PUZZLE_FILE = "lichess_puzzles_10k_fen_moves_rating__jorgenwh_alpha-nonzero.csv"
+STS_FILE = "STS1-STS15_LAN_v3.epd"
+BASELINES = ("greedy", "random")
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How much of everything: `full` fits ~70 minutes on 2 cores, `quick` a test."""
+
+    selfplay_games: int  # training games
+    test_games: int  # held-out games (another seed)
+    lichess_games: int  # at most this many of <shared>/games (0: none)
+    selfplay_limit: str  # Stockfish's search per self-play move
+    label_limit: str  # per legal move: the action values
+    steps: int
+    batch_size: int  # boards
+    curve_points: int  # checkpoints on the learning curve
+    ablation_steps: int  # AV vs SV vs BC
+    data_steps: int  # all the boards vs a quarter: enough steps to repeat the quarter
+    curve_puzzles: int
+    curve_sts_every: int  # every k-th STS position
+    final_puzzles: int
+    final_sts_every: int
+    ceiling_puzzles: int  # Stockfish's share of the puzzles and STS (it is slow)
+    ceiling_sts_every: int
+    metrics_boards: int
+    model: tuple[tuple[str, int], ...] = ()  # shape overrides of cpu.toml (quick: tiny)
+
+
+SCALES: dict[str, Scale] = {
+    "full": Scale(
+        selfplay_games=200,
+        test_games=12,
+        lichess_games=100,
+        selfplay_limit="nodes=300",
+        label_limit="nodes=200",
+        steps=2400,
+        batch_size=32,
+        curve_points=6,
+        ablation_steps=150,
+        data_steps=600,
+        curve_puzzles=200,
+        curve_sts_every=5,
+        final_puzzles=1000,
+        final_sts_every=1,
+        ceiling_puzzles=300,
+        ceiling_sts_every=10,
+        metrics_boards=1000,
+    ),
+    "quick": Scale(
+        selfplay_games=6,
+        test_games=2,
+        lichess_games=3,
+        selfplay_limit="nodes=50",
+        label_limit="nodes=20",
+        steps=24,
+        batch_size=8,
+        curve_points=2,
+        ablation_steps=8,
+        data_steps=16,
+        curve_puzzles=6,
+        curve_sts_every=10,
+        final_puzzles=10,
+        final_sts_every=5,
+        ceiling_puzzles=3,
+        ceiling_sts_every=10,
+        metrics_boards=100,
+        model=(("num_layers", 1), ("embedding_dim", 16), ("num_heads", 2)),
+    ),
+}
+STOCKFISH = "stockfish:nodes=100000"
+
+
+@dataclass(frozen=True)
+class Paths:
+    work: pathlib.Path  # games and annotated Parquet
+    runs: pathlib.Path  # training runs
+    results: pathlib.Path
+    models: pathlib.Path  # where the final run is shipped
+    shared: pathlib.Path  # ../shared/data: real games, puzzles, EPD suites (optional)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def banner(number: int, title: str) -> None:
+    print(f"\n=== cpu-model step {number}/7: {title} ===", file=sys.stderr, flush=True)
+
+
+# --- what the evaluation sets are ------------------------------------------------------------
+
+
+def exclusion_files(paths: Paths) -> list[str]:
+    """Every puzzle CSV and EPD suite there is: never trained on."""
+    found = sorted(glob.glob(str(paths.shared / "puzzles" / "*.csv")))
+    found += sorted(glob.glob(str(paths.shared / "puzzles" / "*.csv.zst")))
+    found += sorted(glob.glob(str(paths.shared / "epd" / "*.epd")))
+    found += sorted(glob.glob(str(paths.shared / "*epd*" / "*.epd")))
+    return sorted(set(found)) + [str(SAMPLE_PUZZLES)]
+
+
+def puzzle_file(paths: Paths) -> str:
+    shared = paths.shared / "puzzles" / PUZZLE_FILE
+    return str(shared) if shared.exists() else str(SAMPLE_PUZZLES)
+
+
+def sts_file(paths: Paths) -> str | None:
+    shared = paths.shared / "epd" / STS_FILE
+    return str(shared) if shared.exists() else None
+
+
+def lichess_games(paths: Paths) -> list[str]:
+    return sorted(glob.glob(str(paths.shared / "games" / "*.pgn*")))
+
+
+# --- 1. positions ----------------------------------------------------------------------------
+
+
+def positions(scale: Scale, paths: Paths, steps: StepLog) -> dict:
+    games = {"train": (scale.selfplay_games, 0), "test": (scale.test_games, 1)}
+    out = {}
+    for split, (count, seed) in games.items():
+        path = paths.work / f"selfplay-{split}.pgn.zst"
+        summary = paths.work / f"selfplay-{split}.json"
+        config = selfplay.SelfPlayConfig(
+            games=count,
+            out=str(path),
+            limit=Limit.parse(scale.selfplay_limit),
+            seed=seed,
+            random_plies=6,
+            random_prob=0.05,
+            workers=2,
+            overwrite=True,
+        )
+        key = fingerprint(dataclasses.asdict(config) | {"workers": None})
+        if steps.finished(f"selfplay-{split}", key, [path, summary]):
+            log(f"selfplay {split}: reusing {path}")
+        else:
+            paths.work.mkdir(parents=True, exist_ok=True)
+            document = selfplay.run(config)
+            summary.write_text(json.dumps(document, indent=2) + "\n")
+            steps.mark(f"selfplay-{split}", key)
+        document = json.loads(summary.read_text())
+        out[split] = {k: document[k] for k in ("out", "games", "boards", "wall_time_s", "settings")}
+        log(f"selfplay {split}: {document['games']:,} games, {document['boards']:,} boards")
+    return out
+
+
+# --- 2. annotate -----------------------------------------------------------------------------
+
+
+def annotation_jobs(scale: Scale, paths: Paths) -> dict[str, tuple[list[str], list[str]]]:
+    """split -> (inputs, extra flags)."""
+    shards = ["--num-shards", "8"]  # the data-size ablation takes 2 of the 8
+    jobs = {"train-selfplay": ([str(paths.work / "selfplay-train.pgn.zst")], shards)}
+    real = lichess_games(paths)
+    if real and scale.lichess_games:
+        jobs["train-lichess"] = (real, [*shards, "--max-games", str(scale.lichess_games)])
+    jobs["test"] = ([str(paths.work / "selfplay-test.pgn.zst")], [])
+    return jobs
+
+
+def annotate(scale: Scale, paths: Paths, steps: StepLog) -> dict:
+    exclude = exclusion_files(paths)
+    out = {}
+    for split, (inputs, flags) in annotation_jobs(scale, paths).items():
+        split_dir = paths.work / "annotated" / split
+        stats_path = split_dir / "stats.json"
+        argv = [*inputs, "--out", str(paths.work / "annotated"), "--split", split]
+        argv += ["--limit", scale.label_limit, *flags, "--exclude", *exclude]
+        argv += ["--runner=DirectRunner", "--direct_num_workers=2"]
+        argv += ["--direct_running_mode=multi_processing"]
+        key = fingerprint(*inputs, *exclude, argv)
+        if steps.finished(f"annotate-{split}", key, [stats_path]):
+            log(f"annotate {split}: reusing {split_dir}")
+        else:
+            log(f"annotate {split}: {' '.join(argv)}")
+            try:  # an interrupted annotation resumes from its journal
+                annotate_run(argv)
+            except (FileExistsError, JournalMismatch) as e:  # made from other inputs: redo
+                log(f"annotate {split}: starting over ({e})")
+                annotate_run([*argv, "--overwrite"])
+            steps.mark(f"annotate-{split}", key)
+        stats = json.loads(stats_path.read_text())
+        out[split] = {
+            "inputs": len(inputs),
+            "games": stats["games"]["used"],
+            "boards": stats["boards"]["unique"],
+            "action_values": stats["action_values"],
+            "failed": stats["boards"]["failed"],
+            "excluded": stats["excluded"],
+            "exclude_positions": stats["exclude"]["positions"],
+            "limit": stats["limit"],
+            "wall_time_s": stats["wall_time_s"],
+            "engine_busy_s": round(sum(w["busy_s"] for w in stats["workers"]), 1),
+        }
+        log(
+            f"annotate {split}: {out[split]['games']:,} games, {out[split]['boards']:,} boards, "
+            f"{out[split]['action_values']:,} action values, "
+            f"{out[split]['excluded']['boards']:,} evaluation positions dropped"
+        )
+    return out
+
+
+def train_glob(paths: Paths, shards: str = "*") -> str:
+    return str(paths.work / "annotated" / "train-*" / f"boards-{shards}-of-*.parquet")
+
+
+def overlap_check(paths: Paths, results: pathlib.Path, steps: StepLog) -> dict:
+    """Training boards that are evaluation positions (must be 0), test boards in training."""
+    target = results / "overlap.json"
+    exclude = exclusion_files(paths)
+    key = fingerprint(exclude, [steps.done.get(k) for k in sorted(steps.done) if "annot" in k])
+    if not steps.finished("overlap", key, [target]):
+        exclusions = load_exclusions(exclude)
+        fens = read_boards(train_glob(paths), ["fen"])["fen"].to_pylist()
+        hits = [fen for fen in fens if position_key(fen) in exclusions.keys]
+        document = {
+            "evaluation_positions": len(exclusions),
+            "evaluation_files": exclude,
+            "train_boards": len(fens),
+            "train_boards_in_evaluation_sets": len(hits),
+            "examples": hits[:5],
+            "test_in_train": overlap(train_glob(paths), str(paths.work / "annotated" / "test")),
+        }
+        target.write_text(json.dumps(document, indent=2) + "\n")
+        steps.mark("overlap", key)
+    document = json.loads(target.read_text())
+    if document["train_boards_in_evaluation_sets"]:
+        raise RuntimeError(
+            f"{document['train_boards_in_evaluation_sets']} training boards are evaluation "
+            f"positions (e.g. {document['examples'][0]}): see {target}"
+        )
+    log(
+        f"overlap: 0 of {document['train_boards']:,} training boards are among the "
+        f"{document['evaluation_positions']:,} evaluation positions"
+    )
+    return document
+
+
+# --- 3. train --------------------------------------------------------------------------------
+
+
+def run_config(scale: Scale, paths: Paths, target: str, steps: int, data: str, points: int):
+    every = max(1, steps // points)
+    config = config_lib.load(MAIN_CONFIG)
+    model = dict(scale.model)
+    return config.replace(
+        model=model,
+        train={
+            "target": target,
+            "num_steps": steps,
+            "batch_size": scale.batch_size,
+            "warmup_steps": min(config.train.warmup_steps, steps // 10),
+            "checkpoint_every": every,
+            "keep_checkpoints": points + 1,
+            "eval_every": 0,
+            "log_every": max(1, min(config.train.log_every, steps // 10)),
+        },
+        data={"train": data, "test": str(paths.work / "annotated" / "test")},
+    )
+
+
+@contextlib.contextmanager
+def run_lock(run: pathlib.Path) -> Iterator[None]:
+    """One process at a time trains `run` (a step may be run on its own beside the recipe);
+    the other waits. flock: released by the kernel however the holder ends."""
+    run.parent.mkdir(parents=True, exist_ok=True)
+    with open(run.parent / f".{run.name}.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"train: another process is training {run}; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def train_run(name: str, config, run: pathlib.Path, steps: StepLog, depends: list[str]) -> dict:
+    with run_lock(run):
+        steps.reload()
+        return _train_run(name, config, run, steps, depends)
+
+
+def _train_run(name: str, config, run: pathlib.Path, steps: StepLog, depends: list[str]) -> dict:
+    key = fingerprint(config.to_dict(), [steps.done.get(d) for d in depends])
+    if not steps.finished(f"train-{name}", key, [pathlib.Path(checkpoints_dir(str(run)))]):
+        if steps.done.get(f"train-{name}-started") != key and run.exists():
+            shutil.rmtree(run)  # other data or settings: resuming would mix two experiments
+        steps.mark(f"train-{name}-started", key)  # an interrupted run of this key resumes
+        started = time.monotonic()
+        result = train_model(config, str(run), log=log)
+        if result.stopped_early:
+            log("training stopped early; run the recipe again to resume it")
+            raise SystemExit(exit_code(result.stop_signal) if result.stop_signal else 1)
+        seconds = round(time.monotonic() - started, 1)
+        (run / "recipe-train.json").write_text(
+            json.dumps({"seconds": seconds, "examples": result.data_position}) + "\n"
+        )
+        steps.mark(f"train-{name}", key)
+    record = json.loads((run / "recipe-train.json").read_text())
+    return {"run": str(run), "steps": config.train.num_steps, **record}
+
+
+def train_main(scale: Scale, paths: Paths, steps: StepLog) -> dict:
+    config = run_config(scale, paths, "av", scale.steps, train_glob(paths), scale.curve_points)
+    return train_run("main", config, paths.runs / "main", steps, ANNOTATE_STEPS)
+
+
+ANNOTATE_STEPS = ["annotate-train-selfplay", "annotate-train-lichess", "annotate-test"]
+
+
+# --- judging ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The fixed evaluation sets of one step."""
+
+    puzzles: list
+    sts: list
+    puzzle_file: str
+    sts_file: str | None
+
+    def describe(self) -> dict:
+        return {
+            "puzzles": {"file": self.puzzle_file, "first": len(self.puzzles)},
+            "sts": {"file": self.sts_file, "positions": len(self.sts)},
+        }
+
+
+def judged_sets(paths: Paths, num_puzzles: int, sts_every: int) -> Judged:
+    puzzles, _ = read_puzzles(puzzle_file(paths), num_puzzles)
+    sts = []
+    if sts_file(paths):
+        every, _ = read_suite(sts_file(paths))
+        sts = every[::sts_every]
+    return Judged(puzzles, sts, puzzle_file(paths), sts_file(paths))
+
+
+def judge(agent, sets: Judged) -> dict:
+    out = {}
+    if sets.puzzles:
+        solved = evaluate_puzzles(agent, sets.puzzles)
+        out["puzzles"] = {k: solved[k] for k in ("solved", "total", "accuracy", "buckets")}
+    if sets.sts:
+        suite = run_suite(agent, sets.sts)
+        out["sts"] = {k: suite[k] for k in ("points", "max_points", "solved", "positions")}
+    return out
+
+
+def brief(entry: dict) -> str:
+    parts = []
+    if "puzzles" in entry:
+        parts.append(f"puzzles {entry['puzzles']['accuracy']:.1%}")
+    if "sts" in entry:
+        parts.append(f"STS {entry['sts']['points']:,}/{entry['sts']['max_points']:,}")
+    if "metrics" in entry:
+        m = entry["metrics"]
+        parts.append(f"action accuracy {m['action_accuracy']:.3f}, tau {m['kendall_tau']:.3f}")
+    return ", ".join(parts)
+
+
+def held_out_rows(paths: Paths, num: int) -> tuple[list[dict], int]:
+    """The first `num` test boards whose position (move counters aside) is in no training
+    split: self-play games from other seeds still share their opening moves. Also the
+    number of test boards left out."""
+    train = {
+        position_key(fen) for fen in read_boards(train_glob(paths), ["fen"])["fen"].to_pylist()
+    }
+    rows = read_rows(str(paths.work / "annotated" / "test"))
+    kept = [row for row in rows if position_key(row["fen"]) not in train]
+    return kept[:num], len(rows) - len(kept)
+
+
+def neural(path: str, name: str) -> NeuralAgent:
+    return NeuralAgent(Predictor.from_checkpoint(path), name=name)
+
+
+# --- 4. the learning curve -------------------------------------------------------------------
+
+
+def curve(scale: Scale, paths: Paths, steps: StepLog, trained: dict) -> dict:
+    """Every checkpoint of the main run on the fixed subsets (one JSON entry per checkpoint,
+    kept across reruns of the same run)."""
+    target = paths.results / "curve.json"
+    sets = judged_sets(paths, scale.curve_puzzles, scale.curve_sts_every)
+    key = fingerprint(steps.done.get("train-main"), sets.describe())
+    document = json.loads(target.read_text()) if target.exists() else {}
+    if document.get("key") != key:
+        document = {"key": key, "sets": sets.describe(), "points": {}}
+    run = pathlib.Path(trained["run"])
+    step_dirs = sorted(int(p.name) for p in pathlib.Path(checkpoints_dir(str(run))).iterdir())
+    batch = scale.batch_size
+    for step in step_dirs:
+        if str(step) in document["points"]:
+            continue
+        log(f"curve: checkpoint {step} of {scale.steps}")
+        entry = {"step": step, "boards_seen": step * batch}
+        entry |= judge(neural(str(run / "checkpoints" / str(step)), f"step-{step}"), sets)
+        document["points"][str(step)] = entry
+        target.write_text(json.dumps(document, indent=2) + "\n")
+        log(f"curve: step {step}: {brief(entry)}")
+    steps.mark("curve", key)
+    return document
+
+
+# --- 5. the final evaluation -----------------------------------------------------------------
+
+
+def baselines(scale: Scale, paths: Paths) -> dict:
+    """The floors and the ceiling on the final sets; they do not depend on the model, so
+    they are kept (`baselines.json`, per agent) for as long as the sets are the same."""
+    target = paths.results / "baselines.json"
+    sets = judged_sets(paths, scale.final_puzzles, scale.final_sts_every)
+    ceiling = judged_sets(paths, scale.ceiling_puzzles, scale.ceiling_sts_every)
+    key = fingerprint(sets.describe(), ceiling.describe(), BASELINES, STOCKFISH)
+    document = json.loads(target.read_text()) if target.exists() else {}
+    if document.get("key") != key:
+        document = {"key": key, "sets": sets.describe(), "ceiling_sets": ceiling.describe()}
+        document["agents"] = {}
+    for spec in (*BASELINES, STOCKFISH):
+        if spec in document["agents"]:
+            continue
+        with make_agent(spec) as agent:
+            entry = judge(agent, ceiling if spec == STOCKFISH else sets)
+        document["agents"][spec] = entry
+        paths.results.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(document, indent=2) + "\n")
+        log(f"evaluate: {spec}: {brief(entry)}")
+    return document
+
+
+def evaluate(scale: Scale, paths: Paths, steps: StepLog, trained: dict) -> dict:
+    target = paths.results / "evaluation.json"
+    sets = judged_sets(paths, scale.final_puzzles, scale.final_sts_every)
+    key = fingerprint(steps.done.get("train-main"), sets.describe(), scale.metrics_boards)
+    if not steps.finished("evaluate", key, [target]):
+        predictor = Predictor.from_checkpoint(trained["run"])
+        rows, in_train = held_out_rows(paths, scale.metrics_boards)
+        entry = {"metrics": evaluate_checkpoint(predictor, rows)}
+        entry["metrics"]["test_boards_left_out_as_in_train"] = in_train
+        entry |= judge(NeuralAgent(predictor, name="model"), sets)
+        target.write_text(json.dumps({"key": key, "sets": sets.describe(), "model": entry}))
+        steps.mark("evaluate", key)
+    model = json.loads(target.read_text())["model"]
+    log(f"evaluate: model: {brief(model)}")
+    floors = baselines(scale, paths)
+    return {
+        "sets": floors["sets"],
+        "ceiling_sets": floors["ceiling_sets"],
+        "agents": {"model": model, **floors["agents"]},
+    }
+
+
+# --- 6. ablations ----------------------------------------------------------------------------
+
+
+ABLATIONS = {
+    # name: (target, shards of the 8 each training split has, steps: "targets" (AV vs SV vs
+    # BC: Scale.ablation_steps) or "data" (Scale.data_steps, enough for the quarter to be
+    # seen several times while the whole is seen about once))
+    "av": ("av", "*", "targets"),
+    "sv": ("sv", "*", "targets"),
+    "bc": ("bc", "*", "targets"),
+    "av-all-data": ("av", "*", "data"),
+    "av-quarter-data": ("av", "0000[01]", "data"),
+}
+
+
+def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> dict:
+    target = paths.results / "ablations.json"
+    sets = judged_sets(paths, scale.curve_puzzles, scale.curve_sts_every)
+    rows, _ = held_out_rows(paths, scale.metrics_boards)
+    document = json.loads(target.read_text()) if target.exists() else {}
+    document.setdefault("rows", {})
+    document["sets"] = sets.describe()
+    document["equal_compute"] = {
+        "targets_steps": scale.ablation_steps,
+        "data_steps": scale.data_steps,
+        "batch_boards": scale.batch_size,
+        "note": "within a group: same network shape, steps, batch of boards and schedule",
+    }
+    train_splits = [s for s in annotated if s.startswith("train")]
+    label_seconds = sum(annotated[s]["engine_busy_s"] for s in train_splits)
+    for name, (kind, shards, group) in ABLATIONS.items():
+        data = train_glob(paths, shards)
+        num_steps = scale.ablation_steps if group == "targets" else scale.data_steps
+        config = run_config(scale, paths, kind, num_steps, data, 1)
+        key = fingerprint(config.to_dict(), [steps.done.get(d) for d in ANNOTATE_STEPS])
+        if document["rows"].get(name, {}).get("key") == key:
+            continue
+        trained = train_run(f"ablation-{name}", config, paths.runs / name, steps, ANNOTATE_STEPS)
+        files = board_files(data)
+        table = read_boards(data, ["moves"])
+        boards = table.num_rows
+        values = int(sum(len(m) for m in table["moves"].to_pylist()))
+        share = len(files) / len(board_files(train_glob(paths)))
+        predictor = Predictor.from_checkpoint(trained["run"])
+        entry = {
+            "key": key,
+            "target": kind,
+            "group": group,
+            "data": {
+                "boards": boards,
+                "action_values": values,
+                "labels_used": {"av": values, "sv": boards, "bc": boards}[kind],
+                "engine_seconds": round(label_seconds * share, 1),
+            },
+            "compute": {
+                "run": trained["run"],
+                "steps": trained["steps"],
+                "boards_seen": trained["steps"] * scale.batch_size,
+                "train_seconds": trained["seconds"],
+            },
+            "metrics": evaluate_checkpoint(predictor, rows),
+        }
+        entry |= judge(NeuralAgent(predictor, name=name), sets)
+        document["rows"][name] = entry
+        target.write_text(json.dumps(document, indent=2) + "\n")
+        log(f"ablation {name}: {brief(entry)}")
+    document["rows"] = {n: document["rows"][n] for n in ABLATIONS if n in document["rows"]}
+    target.write_text(json.dumps(document, indent=2) + "\n")
+    return document
+
+
+# --- 7. ship ---------------------------------------------------------------------------------
+
+
+def ship(paths: Paths, trained: dict) -> dict:
+    """The last checkpoint (parameters, EMA parameters, meta) and the run's config as a
+    normal run directory in `paths.models`."""
+    run = pathlib.Path(trained["run"])
+    step, _ = latest_complete_step(checkpoints_dir(str(run)))
+    if paths.models.exists():
+        shutil.rmtree(paths.models)
+    (paths.models / "checkpoints").mkdir(parents=True)
+    shutil.copy(run / "config.toml", paths.models / "config.toml")
+    source = run / "checkpoints" / str(step)
+    # Without the optimiser state (half the bytes): every reader loads it, only training
+    # could not resume from it (model/checkpoint.py).
+    shutil.copytree(
+        source,
+        paths.models / "checkpoints" / str(step),
+        ignore=lambda where, names: ["opt_state"] if pathlib.Path(where) == source else [],
+    )
+    size = sum(p.stat().st_size for p in paths.models.rglob("*") if p.is_file())
+    log(f"ship: step {step} of {run} -> {paths.models} ({size / 1e6:.1f} MB)")
+    return {"from": str(run), "step": step, "path": str(paths.models), "bytes": size}
+
+
+# --- plots -----------------------------------------------------------------------------------
+
+
+def plot_curve(document: dict, evaluation: dict, path: pathlib.Path) -> None:
+    points = sorted(document["points"].values(), key=lambda p: p["step"])
+    boards = [p["boards_seen"] for p in points]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, label in (
+        (axes[0], "puzzles", "puzzles solved (%)"),
+        (axes[1], "sts", "STS points (% of max)"),
+    ):
+        if not points or key not in points[0]:
+            ax.set_visible(False)
+            continue
+        if key == "puzzles":
+            ys = [100 * p["puzzles"]["accuracy"] for p in points]
+        else:
+            ys = [100 * p["sts"]["points"] / p["sts"]["max_points"] for p in points]
+        ax.plot(boards, ys, marker="o", label="model (fixed subset)")
+        for name, entry in evaluation["agents"].items():
+            if name == "model" or key not in entry:
+                continue
+            value = entry[key]
+            y = 100 * (
+                value["accuracy"] if key == "puzzles" else value["points"] / value["max_points"]
+            )
+            ax.axhline(y, linestyle="--", linewidth=1, label=name, color=_colour(name))
+        ax.set_xlabel("training boards seen (each with all its action values)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.suptitle("make cpu-model: learning curve (baselines on the full evaluation sets)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _colour(name: str) -> str:
+    return {"greedy": "tab:orange", "random": "tab:grey"}.get(name, "tab:green")
+
+
+def plot_ablations(document: dict, path: pathlib.Path) -> None:
+    names = list(document["rows"])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    x = np.arange(len(names))
+    rows = [document["rows"][n] for n in names]
+    puzzles = [100 * r["puzzles"]["accuracy"] if "puzzles" in r else 0 for r in rows]
+    sts = [100 * r["sts"]["points"] / r["sts"]["max_points"] if "sts" in r else 0 for r in rows]
+    ax.bar(x - 0.2, puzzles, 0.4, label="puzzles solved (%)")
+    ax.bar(x + 0.2, sts, 0.4, label="STS points (% of max)")
+    ax.set_xticks(x, names)
+    compute = document["equal_compute"]
+    ax.set_title(
+        f"ablations: targets at {compute['targets_steps']} steps, "
+        f"data sizes at {compute['data_steps']} steps"
+    )
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --- the job ---------------------------------------------------------------------------------
+
+
+def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
+    scale = SCALES[scale_name]
+    if fresh:
+        for path in (paths.results, paths.work, paths.runs):
+            shutil.rmtree(path, ignore_errors=True)
+    paths.results.mkdir(parents=True, exist_ok=True)
+    paths.work.mkdir(parents=True, exist_ok=True)
+    steps = StepLog(paths.results / "steps.json")
+    began = time.monotonic()
+    seconds: dict[str, float] = {}
+    progress = Progress("cpu-model", 7, "steps", every=0)
+
+    def timed(number: int, name: str, title: str, fn):
+        banner(number, title)
+        started = time.monotonic()
+        value = fn()
+        seconds[name] = round(time.monotonic() - started, 1)
+        progress.update(number, f"({name} took {format_duration(seconds[name])})")
+        return value
+
+    games = timed(1, "positions", "self-play games", lambda: positions(scale, paths, steps))
+    annotated = timed(
+        2,
+        "annotate",
+        "action values, evaluation positions excluded",
+        lambda: annotate(scale, paths, steps),
+    )
+    checked = overlap_check(paths, paths.results, steps)
+    trained = timed(3, "train", "the main model", lambda: train_main(scale, paths, steps))
+    learning = timed(4, "curve", "learning curve", lambda: curve(scale, paths, steps, trained))
+    final = timed(5, "evaluate", "final evaluation", lambda: evaluate(scale, paths, steps, trained))
+    ablated = timed(
+        6,
+        "ablations",
+        "ablations at equal compute",
+        lambda: ablations(scale, paths, steps, annotated),
+    )
+    shipped = timed(7, "ship", f"copy to {paths.models}", lambda: ship(paths, trained))
+    matplotlib.use("Agg")  # files only: no display needed
+    plot_curve(learning, final, paths.results / "curve.png")
+    plot_ablations(ablated, paths.results / "ablations.png")
+    summary = {
+        "scale": scale_name,
+        "settings": dataclasses.asdict(scale),
+        "config": str(MAIN_CONFIG),
+        "positions": games,
+        "annotated": annotated,
+        "overlap": {
+            "train_boards_in_evaluation_sets": checked["train_boards_in_evaluation_sets"],
+            "test_in_train": checked["test_in_train"],
+        },
+        "training": trained,
+        "evaluation": {
+            name: {k: v for k, v in entry.items() if k != "metrics"}
+            | (
+                {
+                    "metrics": {
+                        k: entry["metrics"][k]
+                        for k in (
+                            "boards",
+                            "action_accuracy",
+                            "kendall_tau",
+                            "log_loss",
+                            "uniform_log_loss",
+                            "test_boards_left_out_as_in_train",
+                        )
+                    }
+                }
+                if "metrics" in entry
+                else {}
+            )
+            for name, entry in final["agents"].items()
+        },
+        "evaluation_sets": final["sets"],
+        "ceiling_sets": final["ceiling_sets"],
+        "curve": [
+            {k: v for k, v in p.items()}
+            for p in sorted(learning["points"].values(), key=lambda p: p["step"])
+        ],
+        "ablations": ablated,
+        "shipped": shipped,
+        "step_seconds": seconds,
+        "wall_seconds": round(time.monotonic() - began, 1),
+    }
+    (paths.results / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def print_summary(summary: dict) -> None:
+    print("\n=== cpu-model summary ===")
+    for name, entry in summary["evaluation"].items():
+        print(f"{name}: {brief(entry)}")
+    for name, row in summary["ablations"]["rows"].items():
+        print(f"ablation {name}: {brief(row)}")
+    print(f"shipped {summary['shipped']['path']} ({summary['shipped']['bytes'] / 1e6:.1f} MB)")
+    print(f"done in {format_duration(summary['wall_seconds'])}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m eval.cpu_model", description=__doc__)
+    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
+    parser.add_argument("--work", default="data/cpu-model", help="games and annotated Parquet")
+    parser.add_argument("--runs", default="runs/cpu-model", help="training runs")
+    parser.add_argument("--results", default="results/cpu-model")
+    parser.add_argument("--models", default="models/cpu", help="where the final run is copied")
+    parser.add_argument(
+        "--shared", default="../shared/data", help="real games, puzzles, EPD (optional)"
+    )
+    parser.add_argument("--fresh", action="store_true", help="recompute every step")
+    args = parser.parse_args(argv)
+    logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    paths = Paths(
+        work=pathlib.Path(args.work),
+        runs=pathlib.Path(args.runs),
+        results=pathlib.Path(args.results),
+        models=pathlib.Path(args.models),
+        shared=pathlib.Path(args.shared),
+    )
+    try:
+        print_summary(run(args.scale, paths, fresh=args.fresh))
+    except KeyboardInterrupt:
+        return interrupted("cpu-model: interrupted; run it again: finished steps are reused")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

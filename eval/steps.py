@@ -1,0 +1,48 @@
+"""Reusing finished steps of a multi-step job (`make demo`, `make cpu-model`).
+
+A step records a fingerprint of what it was computed from in `steps.json`; a rerun whose
+fingerprint matches (and whose outputs still exist) reuses the step instead of redoing it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+
+
+class StepLog:
+    """`steps.json`: each finished step's fingerprint (what it was computed from)."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path = path
+        self.done: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+
+    def finished(self, name: str, fingerprint: str, outputs: list[pathlib.Path]) -> bool:
+        return self.done.get(name) == fingerprint and all(p.exists() for p in outputs)
+
+    def reload(self) -> None:
+        """Takes in what another process of the same job marked since this log was read."""
+        if self.path.exists():
+            self.done |= json.loads(self.path.read_text())
+
+    def mark(self, name: str, fingerprint: str) -> None:
+        # Merged into the file as it is now: another process of the same job (a step run on
+        # its own beside it) may have marked steps since this log was read.
+        on_disk = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.done = on_disk | self.done | {name: fingerprint}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.done, indent=2) + "\n")
+        tmp.replace(self.path)  # never a half-written file for the other process to read
+
+
+def fingerprint(*parts) -> str:
+    """A digest of JSON-able parts and of the contents of any file paths among them."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(json.dumps(part, sort_keys=True, default=str).encode())
+        if isinstance(part, str) and os.path.isfile(part):
+            digest.update(pathlib.Path(part).read_bytes())
+    return digest.hexdigest()[:16]

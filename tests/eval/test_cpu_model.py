@@ -1,0 +1,128 @@
+"""`make cpu-model` (eval.cpu_model) at its quick scale on small real evaluation sets, and the
+shipped models/cpu: it loads and plays legal moves as `neural:models/cpu` and as the UCI
+engine's default model."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+
+import chess
+import pytest
+
+from eval import cpu_model
+from eval.engines import make_agent
+from eval.uci import parse_position
+from model.checkpoint import checkpoints_dir
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def _small_shared(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A ../shared/data in miniature: the first lines of the real puzzle, STS and game files."""
+    if not (SHARED / "puzzles" / cpu_model.PUZZLE_FILE).exists():
+        pytest.skip(f"{SHARED} is absent (real puzzles, EPD suites and games)")
+    shared = tmp_path / "shared"
+    for sub in ("puzzles", "epd", "games"):
+        (shared / sub).mkdir(parents=True)
+    puzzles = (SHARED / "puzzles" / cpu_model.PUZZLE_FILE).read_text().splitlines()[:40]
+    (shared / "puzzles" / cpu_model.PUZZLE_FILE).write_text("\n".join(puzzles) + "\n")
+    sts = (SHARED / "epd" / cpu_model.STS_FILE).read_text().splitlines()[:40]
+    (shared / "epd" / cpu_model.STS_FILE).write_text("\n".join(sts) + "\n")
+    games = sorted((SHARED / "games").glob("*.pgn"))[0].read_text()
+    cut = games.index("[Event ", games.index("[Event ", 1) + 1)  # two games
+    (shared / "games" / "lichess.pgn").write_text(games[:cut])
+    return shared
+
+
+@pytest.mark.slow
+def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish, capsys):
+    shared = _small_shared(tmp_path)
+    argv = ["--scale", "quick", "--shared", str(shared)]
+    for name in ("work", "runs", "results", "models"):
+        argv += [f"--{name}", str(tmp_path / name)]
+    assert cpu_model.main(argv) == 0
+    results = tmp_path / "results"
+    summary = json.loads((results / "summary.json").read_text())
+
+    # Every evaluation file was excluded, none of its positions reached training.
+    assert summary["overlap"]["train_boards_in_evaluation_sets"] == 0
+    excluded = {s: a["exclude_positions"] for s, a in summary["annotated"].items()}
+    assert set(excluded) == {"train-selfplay", "train-lichess", "test"}
+    assert all(n > 40 for n in excluded.values())  # the puzzles' lines and the STS positions
+    assert summary["annotated"]["train-lichess"]["games"] == 2
+
+    # The learning curve has one point per checkpoint, on the same fixed subsets.
+    steps = [p["step"] for p in summary["curve"]]
+    assert steps == [12, 24]
+    assert {p["puzzles"]["total"] for p in summary["curve"]} == {6}
+    assert {p["sts"]["positions"] for p in summary["curve"]} == {4}
+
+    agents = summary["evaluation"]
+    assert set(agents) == {"model", "greedy", "random", "stockfish:nodes=100000"}
+    assert agents["model"]["puzzles"]["total"] == 10 and agents["model"]["sts"]["positions"] == 8
+    assert agents["stockfish:nodes=100000"]["puzzles"]["total"] == 3
+    assert 0 <= agents["model"]["metrics"]["action_accuracy"] <= 1
+
+    rows = summary["ablations"]["rows"]
+    assert list(rows) == ["av", "sv", "bc", "av-all-data", "av-quarter-data"]
+    assert [r["compute"]["steps"] for r in rows.values()] == [8, 8, 8, 16, 16]
+    assert rows["av-quarter-data"]["data"]["boards"] < rows["av"]["data"]["boards"]
+    assert rows["sv"]["data"]["labels_used"] == rows["sv"]["data"]["boards"]
+    assert (results / "curve.png").stat().st_size > 0
+    assert (results / "ablations.png").stat().st_size > 0
+
+    # The shipped run is the main run's last checkpoint and plays legal moves.
+    models = tmp_path / "models"
+    assert summary["shipped"]["step"] == 24
+    assert [p.name for p in pathlib.Path(checkpoints_dir(str(models))).iterdir()] == ["24"]
+    assert not (models / "checkpoints" / "24" / "opt_state").exists()  # readers need none
+    with make_agent(f"neural:{models}") as agent:
+        board = chess.Board()
+        for _ in range(6):
+            move = agent.choose_move(board)
+            assert board.is_legal(move)
+            board.push(move)
+
+    # A rerun reuses every step: nothing is annotated or trained again.
+    main_run = tmp_path / "runs" / "main" / "checkpoints" / "24"
+    before = main_run.stat().st_mtime_ns
+    capsys.readouterr()
+    assert cpu_model.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "selfplay train: reusing" in err and "annotate test: reusing" in err
+    assert "step 1:" not in err  # no training step ran
+    assert main_run.stat().st_mtime_ns == before
+
+
+SHIPPED = ROOT / "models" / "cpu"
+
+
+def test_shipped_model_plays_legal_moves_as_a_neural_agent():
+    assert (SHIPPED / "config.toml").exists(), "models/cpu is committed: make cpu-model ships it"
+    board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
+    with make_agent("neural:models/cpu") as agent:
+        for _ in range(8):
+            move = agent.choose_move(board)
+            assert board.is_legal(move)
+            board.push(move)
+
+
+def test_shipped_model_is_the_uci_engines_default(tmp_path, console_script):
+    lines = ["uci", "isready", "position startpos moves e2e4 e7e5", "go nodes 1", "quit"]
+    done = subprocess.run(
+        [console_script],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,  # not the checkout: the default models/cpu is found in it
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert not [line for line in out if line.startswith("info string error")], out
+    best = [line.split()[1] for line in out if line.startswith("bestmove ")]
+    board = parse_position("startpos moves e2e4 e7e5".split())
+    assert len(best) == 1 and board.is_legal(chess.Move.from_uci(best[0]))
