@@ -30,6 +30,7 @@ import numpy as np
 from core.actions import move_to_index
 from core.engine_path import find_engine
 from core.interrupts import sigint_deferred
+from core.targets import VALUE_TARGETS, target_kind
 from core.values import win_probability
 from eval.evaluators import DEFAULT_PRIOR_TEMPERATURE, LeafEvaluator, make_evaluator
 from eval.mcts import DEFAULT_CPUCT, DEFAULT_SIMS, SearchConfig, SearchLimit, TreeSearch
@@ -366,7 +367,6 @@ class StockfishOracleAgent(_EngineAgent):
 
 # --- neural policies ---------------------------------------------------------------------
 
-VALUE_TARGETS = frozenset({"av", "sv"})
 REPETITION_VALUE = 0.5
 
 
@@ -408,7 +408,7 @@ def pick_index(
         raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
     if temperature == 0:
         return int(np.argmax(scores))
-    logits = np.log(np.maximum(scores, 1e-30)) if target == "bc" else scores
+    logits = target_kind(target).sampling_logits(scores)
     # Shift before dividing: every exponent is then <= 0 and the best is exactly 0, so a
     # tiny temperature (1e-320) drives the others to -inf (weight 0) instead of turning
     # scores / temperature into inf - inf = NaN, and a huge one gives uniform weights.

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from core.metrics import summarize
+from core.targets import target_kind
 
 _EVAL_COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
 
@@ -58,16 +59,16 @@ def score_rows(predictor, rows: list[dict]) -> tuple[list[np.ndarray], np.ndarra
             )
     if not rows:
         return [], np.zeros(0)
-    target = predictor.config.target
+    score = target_kind(predictor.config.target).move_score
     fens = [row["fen"] for row in rows]
-    if target == "bc":
+    if score == "policy":
         log_probs = predictor.move_log_probs(fens)
         scores = [
             legal_move_probs(board, row["moves"])
             for board, row in zip(log_probs, rows, strict=True)
         ]
         labels = moves_to_indices([row["best_move"] for row in rows])
-    elif target == "sv":
+    elif score == "successor_value":
         scores = [s for _, s in predictor.move_values([chess.Board(fen) for fen in fens])]
         log_probs = predictor.log_probs(tokenize_batch(fens))
         win_probs = np.array([row["state_win_prob"] for row in rows])
@@ -113,11 +114,11 @@ def evaluate_checkpoint(
     if progress:
         progress.done()
     result = summarize(predicted, truth)
-    target = predictor.config.target
-    if target == "bc":
-        # BC scores are move probabilities, not win probabilities: no error to report.
+    kind = target_kind(predictor.config.target)
+    if not kind.value_head:
+        # Policy scores are move probabilities, not win probabilities: no error to report.
         result["mean_abs_win_prob_error"] = None
-    outputs = 1968 if target == "bc" else predictor.config.num_bins
+    outputs = kind.output_size(predictor.config.num_bins)
     result["log_loss"] = loss_sum / loss_count if loss_count else math.nan
     result["log_loss_examples"] = loss_count
     result["uniform_log_loss"] = math.log(outputs)
