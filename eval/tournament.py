@@ -33,6 +33,7 @@ import chess
 import chess.engine
 import chess.pgn
 
+from core.cli import config_from_args
 from core.engine_path import find_engine
 from core.game_end import DRAW, Outcome, board_outcome
 from core.interrupts import interrupted
@@ -445,13 +446,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         specs = list(args.agents)
         anchor = args.anchor
-        config = TournamentConfig(
-            games_per_pair=args.games,
-            max_plies=args.max_plies,
-            seed=args.seed,
-            anchor_elo=args.anchor_elo,
-            prior_draws=args.prior_draws,
-        )
+        # The anchor is resolved once the agents have names (below).
+        config = config_from_args(TournamentConfig, args, games_per_pair=args.games, anchor=None)
         openings = load_openings(args.openings)
         adjudication = (
             AdjudicationConfig.parse(args.adjudicate, args.engine) if args.adjudicate else None

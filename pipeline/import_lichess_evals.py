@@ -61,6 +61,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.cli import config_from_args
 from core.interrupts import stop_on_signals
 from core.progress import Progress, format_duration, print_result
 from core.schema import (
@@ -686,14 +687,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     import_dir = os.path.join(args.output, args.split, IMPORT_DIR)
     try:
-        config = ImportConfig(
-            split=args.split,
-            rows_per_shard=args.rows_per_shard,
-            max_lines=args.max_lines,
-            overwrite=args.overwrite,
-            progress_seconds=args.progress_seconds,
-            workers=args.workers,
-        )
+        config = config_from_args(ImportConfig, args)
         with stop_on_signals(functools.partial(_stopped, import_dir)):
             document = import_lichess_evals(args.input, args.output, config)
     except (OSError, ValueError, WorkerDied) as e:  # InputError, ImportMismatch, ...

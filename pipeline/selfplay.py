@@ -53,6 +53,7 @@ import chess
 import chess.pgn
 import zstandard
 
+from core.cli import config_from_args
 from core.engine_path import EngineNotFoundError, find_engine
 from core.game_end import board_outcome
 from core.openings import DEFAULT_OPENINGS, Opening, choose_openings, load_openings
@@ -447,21 +448,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        config = SelfPlayConfig(
-            games=args.games,
-            out=args.out,
-            limit=args.limit,
-            seed=args.seed,
-            random_plies=args.random_plies,
-            random_prob=args.random_prob,
-            max_plies=args.max_plies,
-            openings=args.openings,
-            workers=args.workers,
-            engine=args.engine,
-            hash_mb=args.hash_mb,
-            date=args.date,
-            overwrite=args.overwrite,
-        )
+        config = config_from_args(SelfPlayConfig, args)
         document = run(config, show_progress=not args.quiet)
     except (ValueError, FileExistsError, EngineNotFoundError, SelfPlayError, EngineError) as e:
         print(f"error: {e}", file=sys.stderr)
