@@ -31,7 +31,7 @@ from core.actions import move_to_index
 from core.engine_path import find_engine
 from core.interrupts import sigint_deferred
 from core.targets import VALUE_TARGETS, target_kind
-from core.values import win_probability
+from core.values import Score, best_score_index
 from eval.evaluators import DEFAULT_PRIOR_TEMPERATURE, LeafEvaluator, make_evaluator
 from eval.mcts import DEFAULT_CPUCT, DEFAULT_SIMS, SearchConfig, SearchLimit, TreeSearch
 
@@ -323,10 +323,10 @@ class RootMoveValue:
     win_prob: float
 
 
-def score_win_probability(score: chess.engine.Score) -> float:
-    """core.values.win_probability of a python-chess Score (side to move's view)."""
+def engine_score(score: chess.engine.Score) -> Score:
+    """A python-chess Score (side to move's view) as the labels' core.values.Score."""
     mate = score.mate()
-    return win_probability(mate=mate) if mate is not None else win_probability(cp=score.score())
+    return Score(mate=mate) if mate is not None else Score(cp=score.score())
 
 
 class StockfishOracleAgent(_EngineAgent):
@@ -335,7 +335,11 @@ class StockfishOracleAgent(_EngineAgent):
 
     Values are compared as engine scores, which order like win probabilities but keep mate
     distances apart (mate in 1 beats mate in 5, where both are win probability 1.0). Ties go
-    to the move earliest in action-space order, so the choice is deterministic.
+    to the move earliest in action-space order, so the choice is deterministic. The score's
+    win probability and that tie rule are the labels' own (core.values.Score and
+    best_score_index). The process is python-chess's rather than the labels' client
+    (pipeline.engine) because the oracle also takes depth limits, combined limits, a skill
+    level and the game's move history, which that client does not speak.
     """
 
     kind = "oracle"
@@ -353,16 +357,12 @@ class StockfishOracleAgent(_EngineAgent):
             if "score" not in info:
                 raise RuntimeError(f"{self.name}: no score for {move.uci()} in {board.fen()!r}")
             score = info["score"].pov(board.turn)
-            values.append(RootMoveValue(move, score, score_win_probability(score)))
+            values.append(RootMoveValue(move, score, engine_score(score).win_prob))
         return values
 
     def choose_move(self, board: chess.Board) -> chess.Move:
         values = self.move_values(board)
-        best = values[0]
-        for value in values[1:]:
-            if value.score > best.score:
-                best = value
-        return best.move
+        return values[best_score_index([engine_score(v.score) for v in values])].move
 
 
 # --- neural policies ---------------------------------------------------------------------

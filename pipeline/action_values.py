@@ -32,6 +32,7 @@ import chess
 
 from core.actions import ACTION_TO_INDEX, legal_actions
 from core.schema import SOURCE_ANNOTATE
+from core.values import best_score_index
 from pipeline.engine import (
     EngineError,
     EngineProtocolError,
@@ -59,7 +60,7 @@ def best_index(searches: list[MoveSearch]) -> int:
 
     Ties go to the first move in action-space order, so the choice is deterministic.
     """
-    return max(range(len(searches)), key=lambda i: (searches[i].score.rank_key(), -i))
+    return best_score_index([s.score for s in searches])
 
 
 def board_row(fen: str, count: int, searches: list[MoveSearch], engine: str, limit: Limit) -> dict:
@@ -110,7 +111,7 @@ def search_row(
             f"root search of {fen!r} reported lines {moves}: "
             + (f"{illegal} not legal" if illegal else "a move twice")
         )
-    best = max(range(len(lines)), key=lambda i: (lines[i].score.rank_key(), -i))
+    best = best_score_index([line.score for line in lines])
     order = sorted(range(len(lines)), key=lambda i: ACTION_TO_INDEX[moves[i]])
     scores = [lines[i].score for i in order]
     return {
