@@ -71,7 +71,7 @@ from pipeline.annotate_journal import (
     delete_journal,
     flush_open_writers,
 )
-from pipeline.annotate_output import prepare_output, run_identity
+from pipeline.annotate_output import annotate_identity, prepare_output
 from pipeline.engine import EngineError, Limit, UciEngine
 from pipeline.exclude import Exclusions, load_exclusions
 from pipeline.sources import expand_inputs
@@ -339,7 +339,7 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
                 file=sys.stderr,
             )
     with split_lock(config.split_dir, "annotate"):
-        resume = prepare_output(config, run_identity(config, inputs, engine_name))
+        resume = prepare_output(config, annotate_identity(config, inputs, engine_name))
         static = _static_stats(config, inputs, options, config.engine.path, engine_name, exclusions)
         _announce(config, static, resume, exclusions)
         return _run_pipeline(config, inputs, options, static, resume or (), exclusions)

@@ -75,6 +75,7 @@ from core.schema import (
     STATS_FILE,
     shard_name,
 )
+from core.text_files import InputError
 from pipeline.lichess_evals import (
     DEFAULT_FULLMOVE,
     DEFAULT_HALFMOVE,
@@ -105,18 +106,6 @@ _PROGRESS_EVERY_LINES = 1024  # how often the clock is looked at, not how often 
 # that the lines read ahead (workers * _BATCHES_PER_WORKER batches) take little memory.
 _BATCH_LINES = 2000
 _BATCHES_PER_WORKER = 2  # one being converted, one waiting, so no worker idles
-
-
-class InputError(OSError):
-    """An input that cannot be opened or read to its end; `path` names it.
-
-    (pipeline.sources has its twin; importing it would load Apache Beam, which this
-    single-process importer does not otherwise need.)
-    """
-
-    def __init__(self, path: str, message: str):
-        super().__init__(f"{path}: {message}")
-        self.path = path
 
 
 # --- reading the input ---------------------------------------------------------------------
@@ -388,7 +377,7 @@ class ImportMismatch(ValueError):
     """The split holds an interrupted import made with other settings."""
 
 
-# run_identity's keys as the command line spells them, for error messages.
+# import_identity's keys as the command line spells them, for error messages.
 _FLAGS = {
     "input": "--input",
     "input_bytes": "--input (its size)",
@@ -397,7 +386,7 @@ _FLAGS = {
 }
 
 
-def run_identity(input_path: str, config: ImportConfig) -> dict[str, Any]:
+def import_identity(input_path: str, config: ImportConfig) -> dict[str, Any]:
     """Everything that decides an import's output: its parts are reused only if this matches.
 
     (Not `workers`: the output is the same whatever their number.)
@@ -449,7 +438,7 @@ def _prepare(input_path: str, split_dir: str, config: ImportConfig) -> list[dict
     """
     import_dir = os.path.join(split_dir, IMPORT_DIR)
     run_file = os.path.join(import_dir, RUN_FILE)
-    identity = run_identity(input_path, config)
+    identity = import_identity(input_path, config)
     if config.overwrite:
         for path in _outputs(split_dir):
             os.remove(path)
@@ -636,7 +625,7 @@ def import_lichess_evals(
         "workers": config.worker_count,
         "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
-    document = summarize(parts, run_identity(input_path, config), split_dir, run)
+    document = summarize(parts, import_identity(input_path, config), split_dir, run)
     _write_json(os.path.join(split_dir, STATS_FILE), document)
     os.remove(os.path.join(import_dir, RUN_FILE))  # first: leftovers are then never resumed
     shutil.rmtree(import_dir)

@@ -233,7 +233,7 @@ def pgn_text(task: GameTask, game: PlayedGame, player: str, date: str) -> str:
 # --- the run -------------------------------------------------------------------------------
 
 
-def run_identity(config: SelfPlayConfig, engine_name: str, openings: list[Opening]) -> dict:
+def selfplay_identity(config: SelfPlayConfig, engine_name: str, openings: list[Opening]) -> dict:
     """Everything that decides the games (not `workers`, `out` or `date`)."""
     return {
         "engine": engine_name,
@@ -344,7 +344,7 @@ def run(config: SelfPlayConfig, show_progress: bool = True) -> dict:
     path = find_engine(config.engine)
     with UciEngine(path) as probe:
         engine_name = probe.name
-    identity = run_identity(config, engine_name, openings)
+    identity = selfplay_identity(config, engine_name, openings)
     tasks = plan(config, openings, identity)
     player = f"{engine_name} {config.limit}"
     if config.random_prob:
