@@ -31,7 +31,7 @@ from typing import Literal, get_args
 import chess
 
 from core.actions import ACTION_TO_INDEX, legal_actions
-from core.schema import SOURCE_ANNOTATE
+from core.schema import SOURCE_ANNOTATE, BoardRow, make_board_row
 from core.values import best_score_index
 from pipeline.engine import (
     EngineError,
@@ -63,25 +63,26 @@ def best_index(searches: list[MoveSearch]) -> int:
     return best_score_index([s.score for s in searches])
 
 
-def board_row(fen: str, count: int, searches: list[MoveSearch], engine: str, limit: Limit) -> dict:
+def board_row(
+    fen: str, count: int, searches: list[MoveSearch], engine: str, limit: Limit
+) -> BoardRow:
     """The BOARD_SCHEMA row of one annotated board (moves in the order searched)."""
     best = searches[best_index(searches)]
-    return {
-        "fen": fen,
-        "count": count,
-        "moves": [s.move for s in searches],
-        "win_probs": [s.score.win_prob for s in searches],
-        "cp": [s.score.cp for s in searches],
-        "mate": [s.score.mate for s in searches],
-        "best_move": best.move,
-        "state_win_prob": best.score.win_prob,
-        "state_cp": best.score.cp,
-        "state_mate": best.score.mate,
-        "partial": False,
-        "source": SOURCE_ANNOTATE,
-        "engine": engine,
-        "limit": str(limit),
-    }
+    return make_board_row(
+        fen,
+        count=count,
+        moves=[s.move for s in searches],
+        win_probs=[s.score.win_prob for s in searches],
+        cp=[s.score.cp for s in searches],
+        mate=[s.score.mate for s in searches],
+        best_move=best.move,
+        state_win_prob=best.score.win_prob,
+        state_cp=best.score.cp,
+        state_mate=best.score.mate,
+        source=SOURCE_ANNOTATE,
+        engine=engine,
+        limit=str(limit),
+    )
 
 
 def limit_label(limit: Limit, mode: Mode = "action-values", multipv: int = 1) -> str:
@@ -94,7 +95,7 @@ def limit_label(limit: Limit, mode: Mode = "action-values", multipv: int = 1) ->
 
 def search_row(
     fen: str, count: int, legal: list[str], search: RootSearch, engine: str, limit: str
-) -> dict:
+) -> BoardRow:
     """The BOARD_SCHEMA row of one root search (`limit` is its `limit_label`).
 
     The lines' first moves, in action-space order, with their scores; the best line (highest
@@ -114,22 +115,22 @@ def search_row(
     best = best_score_index([line.score for line in lines])
     order = sorted(range(len(lines)), key=lambda i: ACTION_TO_INDEX[moves[i]])
     scores = [lines[i].score for i in order]
-    return {
-        "fen": fen,
-        "count": count,
-        "moves": [moves[i] for i in order],
-        "win_probs": [score.win_prob for score in scores],
-        "cp": [score.cp for score in scores],
-        "mate": [score.mate for score in scores],
-        "best_move": lines[best].move,
-        "state_win_prob": lines[best].score.win_prob,
-        "state_cp": lines[best].score.cp,
-        "state_mate": lines[best].score.mate,
-        "partial": len(lines) < len(legal),
-        "source": SOURCE_ANNOTATE,
-        "engine": engine,
-        "limit": limit,
-    }
+    return make_board_row(
+        fen,
+        count=count,
+        moves=[moves[i] for i in order],
+        win_probs=[score.win_prob for score in scores],
+        cp=[score.cp for score in scores],
+        mate=[score.mate for score in scores],
+        best_move=lines[best].move,
+        state_win_prob=lines[best].score.win_prob,
+        state_cp=lines[best].score.cp,
+        state_mate=lines[best].score.mate,
+        partial=len(lines) < len(legal),
+        source=SOURCE_ANNOTATE,
+        engine=engine,
+        limit=limit,
+    )
 
 
 def board_moves(fen: str) -> list[str]:
