@@ -23,9 +23,8 @@ import chess
 import numpy as np
 
 from core.paths import resolve_path
-from core.targets import VALUE_TARGETS
 from eval import threads
-from eval.engines import Agent, NeuralAgent, make_agent, pick_index
+from eval.engines import VALUE_TARGETS, Agent, NeuralAgent, make_agent, pick_index
 from eval.uci_go import GoParams
 from eval.uci_options import DEFAULT_WEIGHTS, UciOptions
 
