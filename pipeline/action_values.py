@@ -153,7 +153,7 @@ class _Pending:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class BoardResult:
     """One board's result: its schema row, or the error that made it fail."""
 
     fen: str
@@ -166,7 +166,7 @@ class Outcome:
 class BoardAnnotator:
     """Annotates boards with one engine process, restarting it when it fails.
 
-    `submit` queues boards and `collect` returns the oldest one's Outcome, so a caller can keep
+    `submit` queues boards and `collect` returns the oldest one's BoardResult, so a caller can keep
     a board queued behind the one being searched (the engine then never waits for Python).
     `annotate` does one board start to finish. `make_engine` starts a fresh engine; `mode` and
     `multipv` choose how a board is valued (the module doc). A board is retried `retries` times
@@ -268,7 +268,7 @@ class BoardAnnotator:
             except EngineError:
                 self._discard_engine()  # collect() starts another and retries
 
-    def collect(self) -> Outcome:
+    def collect(self) -> BoardResult:
         """The oldest submitted board's outcome, after as many engine restarts as allowed."""
         pending = self._pending[0]
         while True:
@@ -282,11 +282,11 @@ class BoardAnnotator:
                     self._pending.popleft()
                     self._end_isolation()
                     message = f"{len(pending.errors)} attempts failed; last: {pending.errors[-1]}"
-                    return Outcome(pending.fen, pending.count, None, message)
+                    return BoardResult(pending.fen, pending.count, None, message)
                 continue
             self._pending.popleft()
             self._end_isolation()
-            return Outcome(pending.fen, pending.count, row, None)
+            return BoardResult(pending.fen, pending.count, row, None)
 
     def annotate(self, fen: str, count: int = 1) -> dict:
         """The schema row of one board; AnnotationFailed if the engine keeps failing on it."""

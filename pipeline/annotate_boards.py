@@ -19,7 +19,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from core.engine_path import find_engine
 from core.progress import format_duration
 from pipeline import stats
-from pipeline.action_values import BoardAnnotator, Mode, NoLegalMoves, Outcome
+from pipeline.action_values import BoardAnnotator, BoardResult, Mode, NoLegalMoves
 from pipeline.annotate_config import EngineConfig
 from pipeline.annotate_journal import JOURNAL_EVERY, JournalWriter
 from pipeline.engine import Limit, UciEngine
@@ -173,7 +173,7 @@ class AnnotateBoards(beam.DoFn):
             s.example("no_legal_moves", fen)
             return
         except ValueError as e:  # a FEN the engine must not be given
-            yield self._output(Outcome(fen, count, None, str(e)))
+            yield self._output(BoardResult(fen, count, None, str(e)))
             return
         while self._annotator.in_flight > self._lookahead:
             yield self._output(self._annotator.collect())
@@ -194,7 +194,7 @@ class AnnotateBoards(beam.DoFn):
         self._progress.note_busy(self._stats.partial, began)
         yield self._stats.emit()
 
-    def _output(self, outcome: Outcome):
+    def _output(self, outcome: BoardResult):
         """Counts a finished board and returns what to emit for it."""
         s, annotator = self._stats, self._annotator
         s.count("engine_restarts", annotator.restarts - self._restarts_seen)
