@@ -91,8 +91,8 @@ class BoardRow(TypedDict):
     count: int
     moves: list[str]
     win_probs: list[float]
-    cp: list[int | None]
-    mate: list[int | None]
+    cp: list[int | None] | None  # None: no engine scores at all (ChessBench)
+    mate: list[int | None] | None
     best_move: str
     state_win_prob: float | None
     state_cp: int | None

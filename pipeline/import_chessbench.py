@@ -61,6 +61,7 @@ from core.schema import (
     SCHEMA_VERSION,
     SOURCE_CHESSBENCH,
     STATS_FILE,
+    BoardRow,
     shard_name,
 )
 from core.tokenizer import tokenize
@@ -203,28 +204,30 @@ def _check_board(fen: str) -> chess.Board:
     return board
 
 
-def _row(fen: str, count: int, **values) -> dict:
-    row = {
-        "fen": fen,
-        "count": count,
-        "moves": [],
-        "win_probs": [],
-        "cp": None,
-        "mate": None,
-        "best_move": "",
-        "state_win_prob": None,
-        "state_cp": None,
-        "state_mate": None,
-        "partial": True,
-        "source": SOURCE_CHESSBENCH,
-        "engine": CHESSBENCH_ENGINE,
-        "limit": CHESSBENCH_LIMIT,
-    }
-    row.update(values)
+def _row(fen: str, count: int, **values) -> BoardRow:
+    # Not make_board_row: ChessBench has no engine scores, so `cp` and `mate` are null
+    # columns rather than lists of nulls, and a row is partial unless it has every move.
+    row = BoardRow(
+        fen=fen,
+        count=count,
+        moves=[],
+        win_probs=[],
+        cp=None,
+        mate=None,
+        best_move="",
+        state_win_prob=None,
+        state_cp=None,
+        state_mate=None,
+        partial=True,
+        source=SOURCE_CHESSBENCH,
+        engine=CHESSBENCH_ENGINE,
+        limit=CHESSBENCH_LIMIT,
+    )
+    row.update(values)  # type: ignore[typeddict-item]
     return row
 
 
-def av_row(fen: str, records: Sequence[tuple[str, float]], tally: stats.BundleStats) -> dict:
+def av_row(fen: str, records: Sequence[tuple[str, float]], tally: stats.BundleStats) -> BoardRow:
     """The row of one board's action-value records (see the module doc for the rules)."""
     board = _check_board(fen)
     values = dict(records)
@@ -262,7 +265,7 @@ def av_row(fen: str, records: Sequence[tuple[str, float]], tally: stats.BundleSt
     )
 
 
-def sv_row(fen: str, records: Sequence[float], tally: stats.BundleStats) -> dict:
+def sv_row(fen: str, records: Sequence[float], tally: stats.BundleStats) -> BoardRow:
     _check_board(fen)
     if len(set(records)) > 1:
         tally.count("conflicting_boards")
@@ -271,7 +274,7 @@ def sv_row(fen: str, records: Sequence[float], tally: stats.BundleStats) -> dict
     return _row(fen, len(records), state_win_prob=sum(sorted(records)) / len(records))
 
 
-def bc_row(fen: str, records: Sequence[str], tally: stats.BundleStats) -> dict:
+def bc_row(fen: str, records: Sequence[str], tally: stats.BundleStats) -> BoardRow:
     board = _check_board(fen)
     legal = set(legal_actions(board))
     illegal = sorted(set(records) - legal)
