@@ -56,6 +56,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from core.cli import config_from_args
 from core.engine_path import find_engine
 from core.interrupts import stop_on_signals
 from core.progress import format_duration, print_result
@@ -224,25 +225,13 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         raise SystemExit(f"--multipv must be >= 1, got {args.multipv}")
     if args.multipv != 1 and args.mode != "search":
         raise SystemExit("--multipv is for --mode search (action-values values every move)")
-    config = AnnotateConfig(
+    config = config_from_args(
+        AnnotateConfig,
+        args,
         inputs=tuple(args.inputs),
-        out=args.out,
-        split=args.split,
-        limit=args.limit,
-        mode=args.mode,
-        multipv=args.multipv,
         engine=EngineConfig(
             args.engine, args.threads, args.hash_mb, args.engine_timeout, args.retries
         ),
-        sample_rate=args.sample_rate,
-        seed=args.seed,
-        max_games=args.max_games,
-        allow_setup=args.allow_setup,
-        num_shards=args.num_shards,
-        overwrite=args.overwrite,
-        fail_on_input_error=args.fail_on_input_error,
-        progress_seconds=args.progress_seconds,
-        journal_every=args.journal_every,
         exclude=tuple(args.exclude),
     )
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):

@@ -51,6 +51,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from core.actions import legal_actions, move_to_index
+from core.cli import config_from_args
 from core.interrupts import stop_on_signals
 from core.progress import format_duration, print_result
 from core.schema import (
@@ -461,15 +462,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: Sequence[str]) -> tuple[ImportConfig, list[str]]:
     args, beam_args = _parser().parse_known_args(list(argv))
-    config = ImportConfig(
-        input=args.input,
-        kind=args.kind,
-        output=args.output,
-        split=args.split,
-        num_shards=args.num_shards,
-        chunk_records=args.chunk_records,
-        overwrite=args.overwrite,
-    )
+    config = config_from_args(ImportConfig, args)
     return config, beam_args
 
 
