@@ -79,7 +79,7 @@ _DECODERS = {"av": decode_av, "sv": decode_sv, "bc": decode_bc}
 
 
 @dataclass(frozen=True)
-class ImportConfig:
+class ChessBenchConfig:
     input: str  # bag shards: `name@N` spec, glob, path, or comma-separated list of them
     kind: str  # av | sv | bc
     output: str  # output root; rows go to <output>/<split>
@@ -365,7 +365,7 @@ def summarize(merged: dict, static: dict) -> dict:
     }
 
 
-def build(root: beam.Pipeline, config: ImportConfig, shards: list[str], static: dict) -> None:
+def build(root: beam.Pipeline, config: ChessBenchConfig, shards: list[str], static: dict) -> None:
     """Adds the import to `root`: bag shards -> board shards, failures and stats.json."""
     listed = (
         root
@@ -404,7 +404,7 @@ def build(root: beam.Pipeline, config: ImportConfig, shards: list[str], static: 
     )
 
 
-def run_config(config: ImportConfig, beam_args: Sequence[str] = ()) -> dict:
+def run_config(config: ChessBenchConfig, beam_args: Sequence[str] = ()) -> dict:
     """Runs the import to completion; returns the stats document (also in stats.json)."""
     config.validate()
     shards = expand_pattern(config.input)
@@ -460,13 +460,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: Sequence[str]) -> tuple[ImportConfig, list[str]]:
+def parse_args(argv: Sequence[str]) -> tuple[ChessBenchConfig, list[str]]:
     args, beam_args = _parser().parse_known_args(list(argv))
-    config = config_from_args(ImportConfig, args)
+    config = config_from_args(ChessBenchConfig, args)
     return config, beam_args
 
 
-def _stopped(config: ImportConfig, signum: int) -> str:
+def _stopped(config: ChessBenchConfig, signum: int) -> str:
     """Ctrl-C or SIGTERM: an import is not resumed; the line to print."""
     return (
         f"import_chessbench: stopped by {signal.Signals(signum).name}; an import is not "

@@ -349,7 +349,7 @@ class _Part:
 
 
 @dataclass(frozen=True)
-class ImportConfig:
+class LichessEvalsConfig:
     """How to import (the command line's options; see `_parser` for each one's meaning)."""
 
     split: str = "train"
@@ -386,7 +386,7 @@ _FLAGS = {
 }
 
 
-def import_identity(input_path: str, config: ImportConfig) -> dict[str, Any]:
+def import_identity(input_path: str, config: LichessEvalsConfig) -> dict[str, Any]:
     """Everything that decides an import's output: its parts are reused only if this matches.
 
     (Not `workers`: the output is the same whatever their number.)
@@ -430,7 +430,7 @@ def _load_parts(import_dir: str, finished: bool) -> list[dict[str, Any]]:
     return manifests
 
 
-def _prepare(input_path: str, split_dir: str, config: ImportConfig) -> list[dict] | None:
+def _prepare(input_path: str, split_dir: str, config: LichessEvalsConfig) -> list[dict] | None:
     """Readies `split_dir`: returns the completed parts to resume from (possibly none).
 
     Raises ImportMismatch for an interrupted import with other settings and FileExistsError
@@ -487,7 +487,7 @@ def _prepare(input_path: str, split_dir: str, config: ImportConfig) -> list[dict
 def _read_parts(
     source: _Input,
     import_dir: str,
-    config: ImportConfig,
+    config: LichessEvalsConfig,
     done: list[dict[str, Any]],
     input_name: str,
 ) -> tuple[list[dict[str, Any]], int]:
@@ -591,7 +591,7 @@ def summarize(
 
 
 def import_lichess_evals(
-    input_path: str, output_dir: str, config: ImportConfig = ImportConfig()
+    input_path: str, output_dir: str, config: LichessEvalsConfig = LichessEvalsConfig()
 ) -> dict[str, Any]:
     """Imports `input_path` into `output_dir/<config.split>/`; returns the stats.json document.
 
@@ -676,7 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     import_dir = os.path.join(args.output, args.split, IMPORT_DIR)
     try:
-        config = config_from_args(ImportConfig, args)
+        config = config_from_args(LichessEvalsConfig, args)
         with stop_on_signals(functools.partial(_stopped, import_dir)):
             document = import_lichess_evals(args.input, args.output, config)
     except (OSError, ValueError, WorkerDied) as e:  # InputError, ImportMismatch, ...
