@@ -258,50 +258,13 @@ def train(
             f"train.batch_size {t.batch_size} is not divisible by the {len(jax.devices())} devices"
         )
     is_main = jax.process_index() == 0
-    os.makedirs(out, exist_ok=True)
-    resume_step, incomplete = latest_complete_step(checkpoints_dir(out))
-    if is_main:
-        for step_dir, missing in incomplete:  # they would block these steps' next saves
-            log(set_aside(step_dir, missing))
-    if incomplete and jax.process_count() > 1:
-        multihost_utils.sync_global_devices("incomplete checkpoints set aside")
-    checkpointer = Checkpointer(checkpoints_dir(out), keep=t.keep_checkpoints)
-    meta = None
-    if resume_step is not None:
-        meta = checkpointer.meta(resume_step)
-        check_resumable(config_lib.from_dict(meta["config"]), config, out)
-    if is_main:
-        with open(os.path.join(out, "config.toml"), "w") as f:
-            f.write(config_lib.to_toml(config))
-
+    checkpointer, resume_step, meta = _open_run_dir(config, out, is_main, log)
     started = time.perf_counter()
-    train_data = load_boards(config.data.train)
-    test_data = load_boards(config.data.test) if config.data.test else None
-    log(
-        f"data: {train_data.num_boards} boards, {train_data.num_pairs} action values "
-        f"from {len(train_data.files)} shard(s) in {time.perf_counter() - started:.1f}s"
-        + (f"; test: {test_data.num_boards} boards" if test_data else "; no test split")
-    )
-    if meta is not None and meta.get("data_fingerprint") != fingerprint(train_data):
-        log(
-            f"warning: the training data differ from the checkpoint's "
-            f"({meta.get('data_fingerprint')} vs {fingerprint(train_data)}): "
-            "the data order does not continue exactly"
-        )
-
+    train_data, test_data = _load_data(config, meta, log)
     state = init_state(config, placement)
     start_step, position = 0, 0
     if resume_step is not None:
-        restored = checkpointer.restore(
-            resume_step,
-            {
-                "params": abstract_like(state.params, placement.replicated),
-                "ema_params": abstract_like(state.ema_params, placement.replicated),
-                "opt_state": abstract_like(state.opt_state, placement.replicated),
-            },
-        )
-        state = TrainState(restored["params"], restored["ema_params"], restored["opt_state"])
-        start_step, position = restored["meta"]["step"], restored["meta"]["data_position"]
+        state, start_step, position = _restore(checkpointer, resume_step, state, placement)
         log(f"resumed from step {start_step} (data position {position}) in {out}")
     log(
         f"model {config.model.backbone} {config.model.size}: {count_params(state.params):,} "
@@ -441,6 +404,67 @@ def train(
         stopped_early,
         stop_signal[0] if stopped_early and stop_signal else None,
     )
+
+
+def _open_run_dir(
+    config: Config, out: str, is_main: bool, log: Callable[[str], None]
+) -> tuple[Checkpointer, int | None, dict | None]:
+    """Readies run dir `out`: incomplete checkpoints set aside, the latest complete one
+    checked against `config`, config.toml written. Returns the checkpointer, the step to
+    resume from (None: a fresh run) and that checkpoint's meta."""
+    os.makedirs(out, exist_ok=True)
+    resume_step, incomplete = latest_complete_step(checkpoints_dir(out))
+    if is_main:
+        for step_dir, missing in incomplete:  # they would block these steps' next saves
+            log(set_aside(step_dir, missing))
+    if incomplete and jax.process_count() > 1:
+        multihost_utils.sync_global_devices("incomplete checkpoints set aside")
+    checkpointer = Checkpointer(checkpoints_dir(out), keep=config.train.keep_checkpoints)
+    meta = None
+    if resume_step is not None:
+        meta = checkpointer.meta(resume_step)
+        check_resumable(config_lib.from_dict(meta["config"]), config, out)
+    if is_main:
+        with open(os.path.join(out, "config.toml"), "w") as f:
+            f.write(config_lib.to_toml(config))
+    return checkpointer, resume_step, meta
+
+
+def _load_data(
+    config: Config, meta: dict | None, log: Callable[[str], None]
+) -> tuple[BoardData, BoardData | None]:
+    """The train and test boards, with a warning when they are not the resumed run's."""
+    started = time.perf_counter()
+    train_data = load_boards(config.data.train)
+    test_data = load_boards(config.data.test) if config.data.test else None
+    log(
+        f"data: {train_data.num_boards} boards, {train_data.num_pairs} action values "
+        f"from {len(train_data.files)} shard(s) in {time.perf_counter() - started:.1f}s"
+        + (f"; test: {test_data.num_boards} boards" if test_data else "; no test split")
+    )
+    if meta is not None and meta.get("data_fingerprint") != fingerprint(train_data):
+        log(
+            f"warning: the training data differ from the checkpoint's "
+            f"({meta.get('data_fingerprint')} vs {fingerprint(train_data)}): "
+            "the data order does not continue exactly"
+        )
+    return train_data, test_data
+
+
+def _restore(
+    checkpointer: Checkpointer, step: int, state: TrainState, placement: Placement
+) -> tuple[TrainState, int, int]:
+    """The state saved at `step` (placed like `state`), its step and data position."""
+    restored = checkpointer.restore(
+        step,
+        {
+            "params": abstract_like(state.params, placement.replicated),
+            "ema_params": abstract_like(state.ema_params, placement.replicated),
+            "opt_state": abstract_like(state.opt_state, placement.replicated),
+        },
+    )
+    state = TrainState(restored["params"], restored["ema_params"], restored["opt_state"])
+    return state, restored["meta"]["step"], restored["meta"]["data_position"]
 
 
 def _train_record(window, step, timer_step, timer_start, t: TrainConfig, lr) -> dict:
