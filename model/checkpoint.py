@@ -32,7 +32,10 @@ from model.network import param_shapes
 
 CHECKPOINTS = "checkpoints"
 INCOMPLETE = "incomplete-checkpoints"  # beside CHECKPOINTS, where training moves broken steps
-ITEMS = ("params", "ema_params", "opt_state", "meta")
+ITEMS = ("params", "ema_params", "opt_state", "meta")  # what training writes and resumes from
+# What evaluation reads: an imported model's checkpoint has no optimiser state (save's
+# opt_state=None) and is complete for every reader but the trainer.
+READ_ITEMS = ("params", "ema_params", "meta")
 
 
 class CheckpointNotFoundError(FileNotFoundError):
@@ -54,10 +57,10 @@ def _warn(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def missing_items(step_dir: str) -> list[str]:
-    """The items a step's directory lacks (absent or empty); [] for a complete checkpoint."""
+def missing_items(step_dir: str, items: tuple[str, ...] = ITEMS) -> list[str]:
+    """The `items` a step's directory lacks (absent or empty); [] for a complete checkpoint."""
     missing = []
-    for item in ITEMS:
+    for item in items:
         path = os.path.join(step_dir, item)
         if not os.path.isdir(path) or not os.listdir(path):
             missing.append(item)
@@ -68,13 +71,15 @@ def _incomplete(step_dir: str, missing: list[str]) -> str:
     return f"{step_dir} is an incomplete checkpoint (no {', '.join(missing)})"
 
 
-def latest_complete_step(directory: str) -> tuple[int | None, list[tuple[str, list[str]]]]:
-    """(the latest complete step or None, the later incomplete steps' directories with the
-    items each lacks) in a checkpoints directory."""
+def latest_complete_step(
+    directory: str, items: tuple[str, ...] = ITEMS
+) -> tuple[int | None, list[tuple[str, list[str]]]]:
+    """(the latest step holding all `items` or None, the later incomplete steps' directories
+    with the items each lacks) in a checkpoints directory."""
     skipped: list[tuple[str, list[str]]] = []
     for step in reversed(_steps_in(directory)):
         step_dir = os.path.join(directory, str(step))
-        missing = missing_items(step_dir)
+        missing = missing_items(step_dir, items)
         if not missing:
             return step, skipped
         skipped.append((step_dir, missing))
@@ -91,7 +96,7 @@ def resolve(path: str, step: int | None = None) -> tuple[str, int]:
     path = os.path.abspath(path)
     base = os.path.basename(path)
     if re.fullmatch(r"\d+", base) and os.path.isdir(path) and step is None:
-        if missing := missing_items(path):
+        if missing := missing_items(path, READ_ITEMS):
             raise CheckpointNotFoundError(_incomplete(path, missing))
         return os.path.dirname(path), int(base)
     directory = path if os.path.basename(path) == CHECKPOINTS else checkpoints_dir(path)
@@ -102,10 +107,10 @@ def resolve(path: str, step: int | None = None) -> tuple[str, int]:
         if step not in steps:
             raise CheckpointNotFoundError(f"no checkpoint of step {step} under {path!r}: {steps}")
         step_dir = os.path.join(directory, str(step))
-        if missing := missing_items(step_dir):
+        if missing := missing_items(step_dir, READ_ITEMS):
             raise CheckpointNotFoundError(_incomplete(step_dir, missing))
         return directory, step
-    latest, skipped = latest_complete_step(directory)
+    latest, skipped = latest_complete_step(directory, READ_ITEMS)
     if latest is None:
         raise CheckpointNotFoundError(
             f"no complete checkpoint under {path!r} (steps {steps} are all incomplete)"

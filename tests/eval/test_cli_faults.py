@@ -71,8 +71,8 @@ def test_a_neural_agent_without_a_checkpoint_is_one_line(tmp_path, capsys):
     epd.write_text(EPD + "\n")
     agent = f"neural:{empty}"
     commands = [
-        (puzzles_main, ["--agent", agent, "--puzzles", str(PUZZLES), "--out", ""], 1),
-        (suites_main, ["--agent", agent, "--epd", str(epd), "--out", ""], 1),
+        (puzzles_main, ["--agent", agent, "--puzzles", str(PUZZLES), "--out", ""], 2),
+        (suites_main, ["--agent", agent, "--epd", str(epd), "--out", ""], 2),
         (tournament_main, ["--agents", "random", agent, "--out", str(tmp_path / "t")], 2),
     ]
     for main, argv, code in commands:
