@@ -5,7 +5,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ENGINE  ?= $(shell command -v stockfish || ls /usr/games/stockfish 2>/dev/null)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup engine test test-fast lint demo annotate train puzzles bench clean
+.PHONY: setup engine test test-fast lint demo annotate train puzzles bench search-report clean
 
 setup: $(STAMP) engine
 
@@ -82,6 +82,11 @@ bench: setup
 	$(PY) -m bench.zstd_read
 	$(PY) -m bench.uci
 	$(PY) -m bench.search
+
+# What the tree search adds on one model (issue 17; ~20 min on 2 cores): JSON in results/search/.
+MODEL   ?= models/cpu
+search-report: setup
+	$(PY) -m bench.search_report --model $(MODEL) --out $(RESULTS)/search $(ARGS)
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info

@@ -30,6 +30,16 @@ def win_probability(cp: int | None = None, mate: int | None = None) -> float:
     return e / (1.0 + e)
 
 
+def centipawns(win_prob: float) -> float:
+    """The centipawn score whose win probability is `win_prob`: win_probability's inverse,
+    -inf at 0 and +inf at 1 (a UCI engine reports a model's or a search's value with it)."""
+    if win_prob <= 0.0:
+        return -math.inf
+    if win_prob >= 1.0:
+        return math.inf
+    return math.log(win_prob / (1.0 - win_prob)) / LICHESS_CP_SCALE
+
+
 def win_probabilities(cp: np.ndarray, mate: np.ndarray) -> np.ndarray:
     """Vectorised win_probability: float arrays with NaN where a value is absent.
 

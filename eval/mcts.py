@@ -69,11 +69,14 @@ class SearchConfig:
 @dataclass(frozen=True)
 class SearchLimit:
     """When a run stops: after `sims` playouts, at `deadline` (time.monotonic()) or when
-    `stop` is set, whichever comes first; checked between batches."""
+    `stop` is set, whichever comes first; checked between batches. With `within_deadline`
+    a batch is not started when the last one, taking as long again, would end past the
+    deadline (a clock to keep, not a time to fill)."""
 
     sims: int | None = None
     deadline: float | None = None
     stop: threading.Event | None = None
+    within_deadline: bool = False
 
     def __post_init__(self):
         if self.sims is None and self.deadline is None and self.stop is None:
@@ -272,9 +275,11 @@ class TreeSearch:
         limit: SearchLimit,
         on_info: Callable[[SearchInfo], None] | None = None,
         info_every: float = 1.0,
+        info_at_end: bool = True,
     ) -> SearchInfo:
         """Searches from the root until `limit`; calls `on_info` every `info_every` seconds
-        and returns the final SearchInfo. ValueError if the root game is over."""
+        (and with the final SearchInfo, unless not `info_at_end`) and returns the final
+        SearchInfo. ValueError if the root game is over."""
         if self._board is None or self.root is None:
             raise RuntimeError("set_position before run")
         start = time.monotonic()
@@ -289,29 +294,32 @@ class TreeSearch:
         def info() -> SearchInfo:
             return self._info(playouts, depth_sum, seldepth, time.monotonic() - start)
 
-        while not self._stopped(limit, playouts):
+        last_batch = 0.0  # seconds the last batch took
+        while not self._stopped(limit, playouts, last_batch if limit.within_deadline else 0.0):
             budget = self.config.batch
             if limit.sims is not None:
                 budget = min(budget, limit.sims - playouts)
+            batch_start = time.monotonic()
             for playout in self._gather(budget):
                 playouts += 1
                 depth_sum += len(playout.path)
                 seldepth = max(seldepth, len(playout.path))
+            last_batch = time.monotonic() - batch_start
             if on_info is not None and time.monotonic() >= next_info:
                 on_info(info())
                 next_info = time.monotonic() + info_every
         self._last = info()
-        if on_info is not None:
+        if on_info is not None and info_at_end:
             on_info(self._last)
         return self._last
 
     @staticmethod
-    def _stopped(limit: SearchLimit, playouts: int) -> bool:
+    def _stopped(limit: SearchLimit, playouts: int, margin: float) -> bool:
         if limit.sims is not None and playouts >= limit.sims:
             return True
         if limit.stop is not None and limit.stop.is_set():
             return True
-        return limit.deadline is not None and time.monotonic() >= limit.deadline
+        return limit.deadline is not None and time.monotonic() + margin >= limit.deadline
 
     def _gather(self, budget: int) -> list[_Playout]:
         """Up to `budget` playouts: finished games are backed up at once, the other leaves
@@ -402,6 +410,18 @@ class TreeSearch:
             MoveStats(root.moves[i], int(root.visits[i]), float(q[i]), float(root.priors[i]))
             for i in root.ranking()
         ]
+
+    def expected_reply(self, move: chess.Move) -> chess.Move | None:
+        """The opponent's reply the tree expects after root move `move`: its most visited
+        there, or the evaluator's best where the search has not gone below `move`; None if
+        the tree has not evaluated the position after it (or the game ends there)."""
+        root = self.root
+        if root is None or not root.expanded or move not in root.moves:
+            return None
+        child = root.children[root.moves.index(move)]
+        if child is None or not child.expanded:
+            return None
+        return child.moves[child.best_index()]
 
     def principal_variation(self) -> tuple[chess.Move, ...]:
         pv, node = [], self.root

@@ -12,14 +12,26 @@ to be had the engine still runs: `isready` reports `info string error: no model 
 carries on instead of losing the engine.
 
 The model is loaded, and every batch shape a move can need is compiled, at the first
-`isready`, `ucinewgame` or `go`: no move waits for XLA. It has no search, so `go` answers at
-once whatever the limits (the time budget, with Move Overhead kept back, is computed for the
-search to come, eval/uci_go.py); `go infinite` holds the `bestmove` until `stop`, and `go
-ponder` holds its info line and `bestmove` until `ponderhit` or `stop`. With `Ponder` on,
-`bestmove` names the reply the model expects (`bestmove e2e4 ponder e7e5`). `position` keeps
-the whole move list, so the model sees repetitions. The info line gives the chosen move's
-value: `score cp` (the inverse of the win-probability formula; `score mate 1` for a move that
-mates) and, with `UCI_ShowWDL`, `wdl W D L` per mille. The options: eval/uci_options.py.
+`isready`, `ucinewgame` or `go`: no move waits for XLA. `position` keeps the whole move list,
+so the model sees repetitions. The options: eval/uci_options.py.
+
+With `Simulations` 0 (the default) it plays the searchless policy and `go` answers at once
+whatever the limits; `go infinite` holds the `bestmove` until `stop`, and `go ponder` holds its
+info line and `bestmove` until `ponderhit` or `stop`. With `Simulations` N > 0 it searches
+(eval/mcts.py, eval/uci_choosers.SearchChooser) in a thread of its own, reading `stop`,
+`ponderhit` and `isready` meanwhile: `go nodes M` runs M playouts, otherwise at most N, and
+`go movetime` or the clocks (eval/uci_go.time_budget, Move Overhead kept back) end it sooner;
+`go infinite` searches until `stop`, `go ponder` until `ponderhit` (then on the clock) or
+`stop`. It sends an info line a second and a last one with the move; the tree is kept between
+the moves of a game (`ucinewgame`, or a position not continuing the game, starts a new one).
+Any other command during a search ends it first, with its `bestmove`.
+
+With `Ponder` on, `bestmove` names the reply expected (`bestmove e2e4 ponder e7e5`): the
+model's, or the search's most visited. The info line gives the move's value as `score cp`
+(the inverse of the win-probability formula; `score mate 1` for a move that mates, and for a
+search `score mate N` when its line ends in mate with a value of exactly 1 or 0) and, with
+`UCI_ShowWDL`, `wdl W D L` per mille; `nodes` is the network rows of a policy move or the
+playouts of a search, `pv` the reply too (policy with Ponder) or the most visited line.
 
 Malformed input (an unknown command, an illegal move or bad FEN in `position`, a bad option
 value, a bad `go` parameter) is answered with `info string error: ...` and the engine keeps
@@ -30,18 +42,19 @@ input ends the engine with status 0; Ctrl-C (SIGINT) prints one line and exits w
 
 The protocol loop (`UciServer`) takes any factory of move choosers (eval/uci_choosers.py), so
 it is tested with the real random and Stockfish agents (the hidden `--agent SPEC` flag) as well
-as with a trained model; a search will plug in as one more chooser.
+as with a trained model.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import math
+import dataclasses
 import os
 import random
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from typing import TextIO
@@ -49,8 +62,9 @@ from typing import TextIO
 import chess
 
 from core.paths import resolve_path
-from core.values import LICHESS_CP_SCALE
+from core.values import centipawns
 from eval.engines import RandomAgent
+from eval.mcts import SearchInfo
 from eval.uci_choosers import (
     AgentChooser,
     AgentFactory,
@@ -60,6 +74,7 @@ from eval.uci_choosers import (
     MoveChooser,
     MoveRequest,
     NeuralFactory,
+    SearchControl,
     label,
 )
 from eval.uci_go import GoParams, parse_go, time_budget
@@ -82,11 +97,8 @@ _SETOPTION = re.compile(r"name\s+(?P<name>.+?)(?:\s+value(?:\s+(?P<value>.*))?)?
 
 
 def win_prob_to_cp(p: float) -> int:
-    """The centipawns whose Lichess win probability is `p` (the formula's inverse)."""
-    if p <= 0.0 or p >= 1.0:
-        return MAX_REPORTED_CP if p >= 1.0 else -MAX_REPORTED_CP
-    cp = math.log(p / (1.0 - p)) / LICHESS_CP_SCALE
-    return int(round(max(-MAX_REPORTED_CP, min(MAX_REPORTED_CP, cp))))
+    """The centipawns whose Lichess win probability is `p`, within +-MAX_REPORTED_CP."""
+    return int(round(max(-MAX_REPORTED_CP, min(MAX_REPORTED_CP, centipawns(p)))))
 
 
 def wdl_per_mille(p: float) -> tuple[int, int, int]:
@@ -94,6 +106,27 @@ def wdl_per_mille(p: float) -> tuple[int, int, int]:
     expected score and no separate draw rate, so the draw share is 0 and W + D/2 = p."""
     wins = int(round(1000 * min(1.0, max(0.0, p))))
     return wins, 0, 1000 - wins
+
+
+def score_words(board: chess.Board, pv: list[chess.Move], win_prob: float | None, exact: bool):
+    """The `score ...` words of an info line (none without a value) and the WDL per mille.
+    `score mate 1` for a first move that mates; with `exact` (a search's value, exact for
+    lines the rules end), `score mate N` also for a pv ending in mate whose value is a sure
+    win (N > 0) or loss (N < 0)."""
+    after = board.copy(stack=False)
+    after.push(pv[0])
+    if after.is_checkmate():
+        return "score mate 1", (1000, 0, 0)
+    if win_prob is None:
+        return None, None
+    if exact and win_prob in (0.0, 1.0):
+        for move in pv[1:]:
+            after.push(move)
+        plies = len(pv)
+        if after.is_checkmate() and (plies % 2 == 1) == (win_prob == 1.0):
+            mate = (plies + 1) // 2 if win_prob == 1.0 else -(plies // 2)
+            return f"score mate {mate}", (1000, 0, 0) if mate > 0 else (0, 0, 1000)
+    return f"score cp {win_prob_to_cp(win_prob)}", wdl_per_mille(win_prob)
 
 
 def parse_position(args: list[str]) -> chess.Board:
@@ -154,12 +187,15 @@ class UciServer:
         self._chooser_key: tuple | None = None
         self._chooser_error: str | None = None  # why the chooser is the no-model fallback
         self._held: list[str] = []  # output of `go ponder`/`go infinite` awaiting stop
+        self._search: _Search | None = None  # the running search of a searching chooser
+        self._lock = threading.Lock()  # the search thread writes too
 
     # --- output --------------------------------------------------------------------------
 
     def send(self, line: str) -> None:
-        self.out.write(line + "\n")
-        self.out.flush()
+        with self._lock:
+            self.out.write(line + "\n")
+            self.out.flush()
 
     def error(self, message: str) -> None:
         self.send(f"info string error: {' '.join(message.split())}")
@@ -177,6 +213,9 @@ class UciServer:
             except ModelUnavailable as e:
                 self._chooser = AgentChooser(RandomAgent(seed=self.options.seed, name="random"))
                 self._chooser_error = str(e)
+            warning = getattr(self._chooser, "warning", None)
+            if warning:
+                self.send(f"info string {warning}")
         return self._chooser
 
     def close(self) -> None:
@@ -212,22 +251,38 @@ class UciServer:
             return None
 
     def _info(self, board: chess.Board, decision: Decision, pv: list[chess.Move], secs: float):
-        after = board.copy(stack=False)
-        after.push(decision.move)
-        parts = ["info", f"depth {decision.depth}", "seldepth 1", "multipv 1"]
-        wdl = None
-        if after.is_checkmate():
-            parts.append("score mate 1")
-            wdl = (1000, 0, 0)
-        elif decision.win_prob is not None:
-            parts.append(f"score cp {win_prob_to_cp(decision.win_prob)}")
-            wdl = wdl_per_mille(decision.win_prob)
+        return self._info_line(
+            board,
+            pv,
+            decision.win_prob,
+            decision.depth,
+            decision.seldepth,
+            decision.nodes,
+            secs,
+            exact=decision.searched,
+        )
+
+    def _info_line(
+        self,
+        board: chess.Board,
+        pv: list[chess.Move],
+        win_prob: float | None,
+        depth: int,
+        seldepth: int,
+        nodes: int,
+        secs: float,
+        exact: bool,
+    ) -> str:
+        parts = ["info", f"depth {depth}", f"seldepth {seldepth}", "multipv 1"]
+        score, wdl = score_words(board, pv, win_prob, exact)
+        if score is not None:
+            parts.append(score)
         if wdl is not None and self.options.show_wdl:
             parts.append("wdl {} {} {}".format(*wdl))
         millis = int(round(secs * 1000))
         parts += [
-            f"nodes {decision.nodes}",
-            f"nps {int(decision.nodes / max(secs, 1e-3))}",
+            f"nodes {nodes}",
+            f"nps {int(nodes / max(secs, 1e-3))}",
             f"time {millis}",
             "pv",
             *(m.uci() for m in pv),
@@ -260,9 +315,10 @@ class UciServer:
         self.send("uciok")
 
     def cmd_isready(self, args: list[str], rest: str) -> None:
-        self.chooser()  # loads and compiles the model now, when GUIs expect the wait
-        if self._chooser_error:
-            self.error(self._chooser_error)
+        if self._search is None:  # a running search has its chooser, and UCI its answer now
+            self.chooser()  # loads and compiles the model now, when GUIs expect the wait
+            if self._chooser_error:
+                self.error(self._chooser_error)
         self.send("readyok")
 
     def cmd_ucinewgame(self, args: list[str], rest: str) -> None:
@@ -310,6 +366,10 @@ class UciServer:
                 else:
                     legal.add(move)
             allowed = frozenset(legal) or None
+        chooser = self.chooser()
+        if getattr(chooser, "searches", False) and any(self.board.legal_moves):
+            self._start_search(chooser, go, allowed)
+            return
         lines = self.answer(self.board, go, allowed)
         if go.ponder:
             self._held = lines
@@ -328,8 +388,73 @@ class UciServer:
 
     def cmd_stop(self, args: list[str], rest: str) -> None:
         self._release()
+        self._finish_search()
 
-    cmd_ponderhit = cmd_stop
+    def cmd_ponderhit(self, args: list[str], rest: str) -> None:
+        if self._search is not None:
+            self._search.control.ponderhit()  # the search goes on, on the clock now
+        else:
+            self._release()
+
+    # --- searching (a chooser with `searches`) --------------------------------------------
+
+    def _start_search(self, chooser: MoveChooser, go: GoParams, allowed) -> None:
+        """Runs the search in a thread; its info lines and `bestmove` come from there, the
+        latter held for `go infinite` and `go ponder` until `stop` or `ponderhit`."""
+        started = time.monotonic()
+        board = self.board.copy()
+        # For `go ponder` the budget is the one after ponderhit: the same clocks, not pondering.
+        budget = time_budget(
+            dataclasses.replace(go, ponder=False), board.turn, self.options.move_overhead_ms
+        )
+        control = SearchControl()
+
+        def on_info(info: SearchInfo) -> None:
+            if info.pv:
+                line = self._info_line(
+                    board,
+                    list(info.pv),
+                    info.win_prob,
+                    info.depth,
+                    info.seldepth,
+                    info.playouts,
+                    time.monotonic() - started,
+                    exact=True,
+                )
+                self.send(line)
+
+        request = MoveRequest(allowed, budget, go, started, control, on_info)
+        thread = threading.Thread(
+            target=self._search_thread, args=(chooser, board, request), daemon=True
+        )
+        self._search = _Search(control, thread)
+        thread.start()
+
+    def _search_thread(self, chooser: MoveChooser, board: chess.Board, request: MoveRequest):
+        try:
+            decision = chooser.choose(board.copy(), request)
+        # The GUI waits for a bestmove whatever went wrong inside the model: answer it.
+        except Exception as e:
+            self.error(
+                f"{chooser.name} failed on {board.fen()!r} ({type(e).__name__}: {e}); "
+                "playing a random legal move"
+            )
+            moves = sorted(request.allowed or board.legal_moves, key=lambda m: m.uci())
+            decision = Decision(random.Random(self.options.seed).choice(moves))
+        pv = list(decision.pv) or [decision.move]
+        ponder = decision.ponder if self.options.ponder else None
+        secs = time.monotonic() - request.started
+        self.send(self._info(board, decision, pv, secs))
+        if request.go.infinite or request.go.ponder:
+            request.control.wake.wait()  # UCI: no bestmove before stop or ponderhit
+        self.send(f"bestmove {decision.move.uci()}" + (f" ponder {ponder.uci()}" if ponder else ""))
+
+    def _finish_search(self) -> None:
+        """Stops the running search, if any, and waits for its `bestmove`."""
+        search, self._search = self._search, None
+        if search is not None:
+            search.control.request_stop()
+            search.thread.join()
 
     def cmd_debug(self, args: list[str], rest: str) -> None:
         pass  # no debug output to switch
@@ -348,6 +473,9 @@ class UciServer:
             if tokens:
                 self.error(f"unknown command {tokens[0]!r}")
             return True
+        if self._search is not None and tokens[start] not in _WHILE_SEARCHING:
+            # UCI sends these only after `stop`; a GUI that does not gets the answer first.
+            self._finish_search()
         if tokens[start] == "quit":
             return False
         if start:
@@ -366,7 +494,18 @@ class UciServer:
                 if not self.handle(line):
                     break
         finally:
+            self._finish_search()
             self.close()
+
+
+@dataclasses.dataclass
+class _Search:
+    control: SearchControl
+    thread: threading.Thread
+
+
+# Commands a running search goes on through; any other ends it (with its bestmove) first.
+_WHILE_SEARCHING = ("isready", "stop", "ponderhit", "debug")
 
 
 def _is_command(engine: UciServer, token: str) -> bool:

@@ -2,31 +2,63 @@
 the board, the moves allowed and the time it may take.
 
 - PolicyChooser: a trained model's policy, one batched network call per move, no search;
+- SearchChooser: the model searching (eval/mcts.py) within the `go` limits, in the engine's
+  search thread, told by a SearchControl when to stop and when the ponder move was played;
 - AgentChooser: any eval.engines agent (the random mover, Stockfish), for tests and as the
   fallback when there is no model;
 - NeuralFactory / AgentFactory: build a chooser from the UCI options. NeuralFactory loads
   each (model, UseEMA) once, compiling every batch shape a move can need, and starts XLA's
   thread pools with `Threads` threads (eval/threads.py).
 
-A search plugs in as one more MoveChooser: it gets the time budget in its MoveRequest and
-returns a Decision (move, value, depth, nodes) that the engine turns into its info line.
+A chooser that searches (`searches = True`) is run in a thread of its own, so that the
+engine reads `stop`, `ponderhit` and `isready` meanwhile; the others answer at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import chess
 import numpy as np
 
+from core.game_end import terminal_value
 from core.paths import resolve_path
 from eval import threads
 from eval.engines import VALUE_TARGETS, Agent, NeuralAgent, make_agent, pick_index
+from eval.evaluators import make_evaluator
+from eval.mcts import SearchConfig, SearchInfo, SearchLimit, TreeSearch
 from eval.uci_go import GoParams
 from eval.uci_options import DEFAULT_WEIGHTS, UciOptions
+
+# Seconds between the info lines of a running search.
+INFO_EVERY = 1.0
+
+
+class SearchControl:
+    """What the engine's input thread tells a running search: `stop` (answer now) and
+    `ponderhit` (the move pondered on was played: the clock runs from now). `wake` is set by
+    either, for the waits that end on both."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        self.wake = threading.Event()
+        self.hit_at: float | None = None  # time.monotonic() of the ponderhit
+
+    def request_stop(self) -> None:
+        self.stop.set()
+        self.wake.set()
+
+    def ponderhit(self) -> None:
+        if self.hit_at is None:
+            self.hit_at = time.monotonic()
+        self.wake.set()
 
 
 @dataclass(frozen=True)
@@ -34,16 +66,25 @@ class MoveRequest:
     """What a move chooser is asked besides the board."""
 
     allowed: frozenset[chess.Move] | None = None  # `go searchmoves`; None = every legal move
-    budget: float | None = None  # seconds the move may take (Move Overhead kept back)
+    # Seconds the move may take (Move Overhead kept back); for `go ponder`, once ponderhit.
+    budget: float | None = None
     go: GoParams = field(default_factory=GoParams)
+    started: float | None = None  # time.monotonic() when the `go` arrived; budget runs from it
+    control: SearchControl | None = None  # for a searching chooser
+    on_info: Callable[[SearchInfo], None] | None = None  # a running search's progress
 
 
 @dataclass(frozen=True)
 class Decision:
     move: chess.Move
     win_prob: float | None = None  # the mover's expected score after the move, if known
-    nodes: int = 0  # positions evaluated (network rows)
+    nodes: int = 0  # positions evaluated (network rows), or a search's playouts
     depth: int = 1
+    # A search's: its deepest playout, the line it expects and the reply in it.
+    seldepth: int = 1
+    pv: tuple[chess.Move, ...] = ()
+    ponder: chess.Move | None = None
+    searched: bool = False
 
 
 class MoveChooser(Protocol):
@@ -62,6 +103,7 @@ class PolicyChooser:
     def __init__(self, agent: NeuralAgent, seed: int):
         self.agent = agent
         self.name = agent.name
+        self.warning: str | None = None  # why it plays although a search was asked for
         self._rng = np.random.default_rng(seed)
 
     def choose(self, board: chess.Board, request: MoveRequest) -> Decision:
@@ -81,6 +123,102 @@ class PolicyChooser:
 
     def close(self) -> None:
         self.agent.close()
+
+
+class SearchChooser:
+    """The model searching with PUCT or search-contempt before each move, the tree kept
+    between the moves of a game (eval/mcts.py). A move's limit comes from its `go`:
+
+    - `nodes N`: N playouts; otherwise at most `simulations` (the Simulations option);
+    - `movetime` or the clocks: the time budget too (eval/uci_go.py), whichever ends first,
+      and no batch is started that would end past it;
+    - `infinite`: until `stop`; `ponder`: up to the playouts above until `ponderhit`, then on
+      with the clock's budget counted from the ponderhit (or until `stop`).
+
+    A position whose game is already over by the rules though moves are left (a threefold
+    repetition, fifty moves, bare kings) has nothing to search: the policy answers it."""
+
+    searches = True
+
+    def __init__(
+        self,
+        policy: PolicyChooser,
+        search: TreeSearch,
+        simulations: int,
+        seed: int,
+    ):
+        self.policy = policy
+        self.search = search
+        self.simulations = simulations
+        self.seed = seed
+        self.name = policy.name
+        self._games = 0
+
+    def choose(self, board: chess.Board, request: MoveRequest) -> Decision:
+        if terminal_value(board) is not None:
+            return self.policy.choose(board, request)
+        go = request.go
+        control = request.control or SearchControl()
+        started = request.started if request.started is not None else time.monotonic()
+        sims = max(0, go.nodes) if go.nodes is not None else self.simulations
+        self.search.set_position(board)
+        runs: list[SearchInfo] = []
+
+        def run(limit: SearchLimit) -> None:
+            done = sum(info.playouts for info in runs)
+
+            def on_info(info: SearchInfo) -> None:
+                if request.on_info is not None:
+                    request.on_info(dataclasses.replace(info, playouts=info.playouts + done))
+
+            # The engine reports the final state itself, with the move it plays.
+            runs.append(
+                self.search.run(limit, on_info=on_info, info_every=INFO_EVERY, info_at_end=False)
+            )
+
+        if go.infinite:
+            run(SearchLimit(stop=control.stop))
+        elif go.ponder:
+            run(SearchLimit(sims=sims, stop=control.wake))
+            left = sims - runs[-1].playouts
+            if control.hit_at is not None and not control.stop.is_set() and left > 0:
+                budget = request.budget
+                deadline = None if budget is None else control.hit_at + budget
+                run(SearchLimit(left, deadline, control.stop, within_deadline=True))
+        else:
+            deadline = None if request.budget is None else started + request.budget
+            run(SearchLimit(sims=sims, deadline=deadline, stop=control.stop, within_deadline=True))
+        return self._decision(request.allowed, runs)
+
+    def _decision(self, allowed: frozenset[chess.Move] | None, runs: list[SearchInfo]) -> Decision:
+        stats = self.search.root_moves()  # most visited first
+        pick = next((s for s in stats if allowed is None or s.move in allowed), stats[0])
+        last = runs[-1]
+        pv = last.pv if last.pv and last.pv[0] == pick.move else (pick.move,)
+        reply = pv[1] if len(pv) > 1 else self.search.expected_reply(pick.move)
+        if len(pv) == 1 and reply is not None:
+            pv = (pick.move, reply)
+        playouts = sum(info.playouts for info in runs)
+        return Decision(
+            pick.move,
+            win_prob=pick.q,
+            nodes=playouts,
+            depth=max(1, round(sum(i.depth * i.playouts for i in runs) / max(1, playouts))),
+            seldepth=max(1, *(info.seldepth for info in runs)),
+            pv=pv,
+            ponder=reply,
+            searched=True,
+        )
+
+    def new_game(self) -> None:
+        self._games += 1
+        self.search.clear()
+        # Each game its own stream for search-contempt's samples, as the mcts agent does.
+        self.search.rng = np.random.default_rng([self.seed, self._games])
+        self.policy.new_game()
+
+    def close(self) -> None:
+        self.policy.close()
 
 
 class AgentChooser:
@@ -159,6 +297,7 @@ class NeuralFactory:
         self.rows_per_pass = rows_per_pass  # the predictor's (model/predictor.py)
         self.runtime_threads: int | None = None  # threads XLA's pools were made with
         self._predictors: dict[tuple[str, bool], object] = {}
+        self._warmed: dict[int, int] = {}  # id(predictor) -> boards per call compiled for
 
     def __call__(self, options: UciOptions) -> MoveChooser:
         resolved = resolve_path(options.weights or DEFAULT_WEIGHTS, self.start_dir)
@@ -175,7 +314,28 @@ class NeuralFactory:
             repetition_workaround=options.repetition_workaround,
             name=label(resolved.path),
         )
-        return PolicyChooser(agent, options.seed)
+        policy = PolicyChooser(agent, options.seed)
+        if options.simulations == 0:
+            return policy
+        try:
+            evaluator = make_evaluator(predictor, prior_temperature=options.prior_temperature)
+        except ValueError as e:  # a BC model: its policy plays, and the GUI is told why
+            policy.warning = f"Simulations {options.simulations} ignored: {e}"
+            return policy
+        self._warm_up(predictor, options.search_batch)
+        config = SearchConfig(
+            cpuct=options.cpuct,
+            batch=options.search_batch,
+            contempt=options.search_contempt or None,
+        )
+        search = TreeSearch(evaluator, config, np.random.default_rng(options.seed))
+        return SearchChooser(policy, search, options.simulations, options.seed)
+
+    def _warm_up(self, predictor, boards: int) -> None:
+        """Compiles the shapes of `boards` leaves per network call, once per model."""
+        if self.warm_up and self._warmed.get(id(predictor), 1) < boards:
+            predictor.warm_up(max_boards=boards)
+            self._warmed[id(predictor)] = boards
 
     def _load(self, path: str, options: UciOptions):
         key = (path, options.use_ema)

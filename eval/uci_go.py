@@ -1,9 +1,8 @@
 """The UCI `go` command: its parameters, read leniently, and the time a move may take.
 
 A GUI waits for a `bestmove` after every `go`, so a bad parameter is reported and skipped
-rather than refusing the command. The model answers at once whatever the limits; the time
-budget is computed all the same (with `Move Overhead` kept back) and handed to the move
-chooser, where a search will spend it.
+rather than refusing the command. The searchless policy answers at once whatever the limits;
+a search (Simulations > 0) stops by the time budget (with `Move Overhead` kept back).
 """
 
 from __future__ import annotations

@@ -2,21 +2,26 @@
 both the `uci` answer and `setoption` are read from it.
 
 Besides the model's own options it accepts every option that lichess-bot, Cute Chess and
-fastchess send by default, each doing what it honestly can for a model without search:
+fastchess send by default, each doing what it honestly can:
 
 | option | effect |
 |---|---|
 | `WeightsFile` | the model (run dir or checkpoint dir), Lc0's name for it |
 | `Threads` | the most CPU threads the model's runtime uses; 0 = every CPU the engine may use |
-| `Hash` | accepted; no search, so no hash table (for the search to come) |
+| `Hash` | accepted; the search's tree is not bounded by it (it lives for one game) |
 | `Move Overhead` | milliseconds kept back from the clock by the time management (eval.uci_go) |
 | `SyzygyPath` | accepted and kept; tablebases are not probed yet |
 | `UCI_ShowWDL` | `wdl W D L` (per mille) in the info line, from the model's win probability |
 | `Ponder` | set by GUIs that ponder: `bestmove` then names the expected reply |
-| `Temperature` | 0 plays the best move; above 0 samples a softmax of the scores |
-| `RepetitionWorkaround` | a move letting the opponent claim threefold repetition is valued a draw |
+| `Temperature` | 0 plays the best move; above 0 samples a softmax of the scores (policy only) |
+| `RepetitionWorkaround` | a move allowing a threefold claim is valued a draw (policy only) |
 | `UseEMA` | the EMA parameters (as the paper evaluates) instead of the raw ones |
-| `Seed` | the random stream of sampling and of the no-model fallback |
+| `Seed` | the random stream of sampling, of search-contempt and of the no-model fallback |
+| `Simulations` | playouts per move, at most (eval/mcts.py); 0 = the searchless policy |
+| `CPuct` | PUCT's exploration constant |
+| `SearchContempt` | search-contempt's N_scl (the opponent's moves frozen after it); 0 = PUCT |
+| `SearchBatch` | leaves per network call, with virtual loss |
+| `PriorTemperature` | an AV/SV model's priors are softmax(move values / it) |
 """
 
 from __future__ import annotations
@@ -25,8 +30,14 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Literal
 
+from eval.evaluators import DEFAULT_PRIOR_TEMPERATURE
+from eval.mcts import DEFAULT_CPUCT
+
 DEFAULT_WEIGHTS = "models/cpu"
 EMPTY = "<empty>"  # how UCI shows an empty string option
+# Leaves per network call when the engine searches: on a CPU a batch of 8 leaves costs little
+# more than their sum, and the virtual loss keeps the search close to the sequential one.
+DEFAULT_SEARCH_BATCH = 8
 
 
 class UciError(ValueError):
@@ -46,15 +57,29 @@ class UciOptions:
     repetition_workaround: bool = True
     use_ema: bool = True
     seed: int = 0
+    simulations: int = 0
+    cpuct: float = DEFAULT_CPUCT
+    search_contempt: int = 0
+    search_batch: int = DEFAULT_SEARCH_BATCH
+    prior_temperature: float = DEFAULT_PRIOR_TEMPERATURE
 
     def policy_key(self) -> tuple:
         """The options a move choice depends on: a change rebuilds the move chooser."""
-        return (
+        key = (
             self.weights,
             self.use_ema,
             self.temperature,
             self.seed,
             self.repetition_workaround,
+        )
+        if self.simulations == 0:  # the search's options do not touch the policy
+            return key
+        return (
+            *key,
+            self.cpuct,
+            self.search_contempt,
+            self.search_batch,
+            self.prior_temperature,
         )
 
 
@@ -84,6 +109,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("RepetitionWorkaround", "repetition_workaround", "check"),
     OptionSpec("UseEMA", "use_ema", "check"),
     OptionSpec("Seed", "seed", "spin", 0, 2**31 - 1),
+    OptionSpec("Simulations", "simulations", "spin", 0, 1_000_000_000),
+    OptionSpec("CPuct", "cpuct", "string"),
+    OptionSpec("SearchContempt", "search_contempt", "spin", 0, 1_000_000_000),
+    OptionSpec("SearchBatch", "search_batch", "spin", 1, 256),
+    OptionSpec("PriorTemperature", "prior_temperature", "string"),
 )
 assert {spec.field for spec in OPTIONS} == {f.name for f in fields(UciOptions)}
 
@@ -141,14 +171,19 @@ def _spin(spec: OptionSpec, value: str) -> int:
     return number
 
 
-def _temperature(value: str) -> float:
+def _number(name: str, value: str, zero_allowed: bool) -> float:
     try:
         t = float(value)
     except ValueError:
-        raise UciError(f"Temperature {value!r} is not a number") from None
-    if not math.isfinite(t) or t < 0:
-        raise UciError(f"Temperature must be a finite number >= 0, got {value!r}")
+        raise UciError(f"{name} {value!r} is not a number") from None
+    if not math.isfinite(t) or t < 0 or (t == 0 and not zero_allowed):
+        bound = ">= 0" if zero_allowed else "> 0"
+        raise UciError(f"{name} must be a finite number {bound}, got {value!r}")
     return t
+
+
+# The string options that hold numbers (UCI has no type for a fraction): name -> 0 allowed.
+_NUMBERS = {"temperature": True, "cpuct": False, "prior_temperature": False}
 
 
 def parse_value(spec: OptionSpec, value: str):
@@ -158,8 +193,8 @@ def parse_value(spec: OptionSpec, value: str):
         return _check(spec.name, value)
     if spec.kind == "spin":
         return _spin(spec, value)
-    if spec.field == "temperature":
-        return _temperature(value)
+    if spec.field in _NUMBERS:
+        return _number(spec.name, value, zero_allowed=_NUMBERS[spec.field])
     return "" if value == EMPTY else value
 
 

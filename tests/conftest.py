@@ -1,4 +1,5 @@
-"""Shared fixtures: where the real data and the real engine are, skipping with a reason if not."""
+"""Shared fixtures: where the real data and the real engine are, skipping with a reason if not;
+tiny randomly initialised models saved as runs, for tests of the machinery around a model."""
 
 from __future__ import annotations
 
@@ -49,3 +50,42 @@ def sample_games():
     """read(name, count=None): the games of data/sample/<name> (a .pgn.zst), the first
     `count` of them if given (test modules cannot import conftest)."""
     return _read_sample_games
+
+
+def save_tiny_model(directory: pathlib.Path, target: str = "av", seed: int = 1) -> pathlib.Path:
+    """A run dir with one checkpoint of a randomly initialised one-layer tiny model, its
+    weights jittered so that moves score differently (what engine mechanics need, fast)."""
+    # Imported here: most tests never need JAX, and importing it costs seconds.
+    import jax
+    import numpy as np
+    import optax
+
+    from model.checkpoint import Checkpointer
+    from model.config import Config
+    from model.transformer import init_params
+
+    config = Config().replace(
+        train={"target": target},
+        model={"size": "tiny", "num_layers": 1, "embedding_dim": 32, "num_heads": 2},
+    )
+    rng = np.random.default_rng(seed)
+    params = jax.tree_util.tree_map(
+        lambda p: p + rng.normal(0.0, 0.05, p.shape).astype(p.dtype), init_params(config, seed)
+    )
+    checkpointer = Checkpointer(str(directory / "checkpoints"))
+    meta = {"step": 0, "data_position": 0, "data_fingerprint": "", "config": config.to_dict()}
+    checkpointer.save(0, params, params, optax.adam(1e-4).init(params), meta)
+    checkpointer.close()
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> pathlib.Path:
+    """A random one-layer tiny AV model's run dir (save_tiny_model)."""
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-run"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bc_run(tmp_path_factory) -> pathlib.Path:
+    """The same for a behavioural-cloning (policy) model."""
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-bc-run"), target="bc")

@@ -4,7 +4,7 @@ import chess.engine
 import numpy as np
 import pytest
 
-from core.values import Score, best_score_index, win_probabilities, win_probability
+from core.values import Score, best_score_index, centipawns, win_probabilities, win_probability
 
 
 def lichess_formula(cp):
@@ -17,6 +17,15 @@ def test_centipawns_follow_the_lichess_formula(cp):
     if abs(cp) <= 1000:  # python-chess clamps its Lichess model to +-1000 cp
         expectation = chess.engine.Cp(cp).wdl(model="lichess").expectation()
         assert win_probability(cp=cp) == pytest.approx(expectation, abs=1e-3)
+
+
+@pytest.mark.parametrize("cp", [-2000, -350, -1, 0, 1, 35, 100, 800])
+def test_centipawns_invert_the_win_probability(cp):
+    assert centipawns(win_probability(cp=cp)) == pytest.approx(cp, abs=1e-6)
+
+
+def test_centipawns_of_certain_results_are_infinite():
+    assert centipawns(1.0) == math.inf and centipawns(0.0) == -math.inf
 
 
 def test_even_is_one_half_and_symmetry():

@@ -468,3 +468,28 @@ def test_a_missing_checkpoint_is_one_line_not_a_traceback(tmp_path, capsys):
     argv = ["--agents", f"mcts:{missing}", "random", "--games", "2", "--out", str(tmp_path)]
     assert tournament_main([*argv, "--quiet"]) == 2
     assert "no checkpoints" in capsys.readouterr().err
+
+
+class SlowEvaluator:
+    """A real evaluator whose every call takes `delay` seconds more (a slow network)."""
+
+    def __init__(self, inner, delay: float):
+        self.inner, self.delay, self.target = inner, delay, inner.target
+
+    def evaluate(self, boards):
+        time.sleep(self.delay)
+        return self.inner.evaluate(boards)
+
+
+def test_within_deadline_starts_no_batch_that_would_end_past_it(nets):
+    # Root evaluation 0.2 s, then batches of 0.2 s against a deadline 0.5 s away: the first
+    # batch ends at ~0.4 s; a second would end at ~0.6 s, past the deadline.
+    searched(nets[1]["av"], chess.Board(MIDDLEGAME), sims=4, batch=2)  # compiles the shapes
+    evaluator = SlowEvaluator(nets[1]["av"], delay=0.2)
+    playouts = {}
+    for within in (False, True):
+        search = TreeSearch(evaluator, SearchConfig(batch=2))
+        search.set_position(chess.Board(MIDDLEGAME))
+        limit = SearchLimit(deadline=time.monotonic() + 0.5, within_deadline=within)
+        playouts[within] = search.run(limit).playouts
+    assert playouts == {False: 4, True: 2}
