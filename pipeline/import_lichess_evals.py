@@ -52,11 +52,11 @@ import signal
 import sys
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -76,6 +76,7 @@ from core.schema import (
     shard_name,
 )
 from core.text_files import InputError
+from pipeline.evals_input import JsonlInput, split_lines
 from pipeline.lichess_evals import (
     DEFAULT_FULLMOVE,
     DEFAULT_HALFMOVE,
@@ -86,7 +87,6 @@ from pipeline.lichess_evals import (
     convert_line,
 )
 from pipeline.workers import SPAWN, usable_cores, worker_start
-from pipeline.zstd_blocks import ZstdDamage, decompressed_chunks
 
 DEFAULT_ROWS_PER_SHARD = 1_000_000
 DEFAULT_PROGRESS_SECONDS = 5.0
@@ -99,83 +99,11 @@ FINISHED_FILE = "finished.json"
 _PART_MANIFEST = "part-{:05d}.json"
 _PART_FILE = "{}-part-{:05d}.parquet"
 
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_CHUNK_BYTES = 1 << 20
 _PROGRESS_EVERY_LINES = 1024  # how often the clock is looked at, not how often it prints
 # A task is ~0.3 s of a worker's time: long enough that sending it costs little, short enough
 # that the lines read ahead (workers * _BATCHES_PER_WORKER batches) take little memory.
 _BATCH_LINES = 2000
 _BATCHES_PER_WORKER = 2  # one being converted, one waiting, so no worker idles
-
-
-# --- reading the input ---------------------------------------------------------------------
-
-
-class _Input:
-    """The input's decompressed bytes in chunks; `position` is how far into the file
-    (compressed bytes) the reading is, for the ETA."""
-
-    def __init__(self, path: str):
-        self.path = path
-        try:
-            self.size = os.path.getsize(path)
-            self._raw: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
-        except OSError as e:
-            raise InputError(path, f"cannot open: {e.strerror or e}") from e
-        self.compressed = self._raw.read(4) == _ZSTD_MAGIC
-        self._raw.seek(0)
-
-    @property
-    def position(self) -> int:
-        return self._raw.tell()
-
-    def close(self) -> None:
-        self._raw.close()
-
-    def chunks(self) -> Iterator[bytes]:
-        if not self.compressed:
-            while data := self._read():
-                yield data
-            return
-        # Block by block (pipeline.zstd_blocks): a corrupt file keeps every line before the
-        # damage, and one cut short is an error rather than silently partial data.
-        try:
-            yield from decompressed_chunks(self._read)
-        except ZstdDamage as e:
-            raise InputError(self.path, str(e)) from e
-
-    def _read(self) -> bytes:
-        try:
-            return self._raw.read(_CHUNK_BYTES)
-        except OSError as e:
-            raise InputError(self.path, f"unreadable: {e}") from e
-
-
-def split_lines(chunks: Iterable[bytes], skip: int = 0) -> Iterator[bytes]:
-    """The lines of a byte stream (no `\\n`, no trailing `\\r`), after the first `skip`.
-
-    Skipped lines are only counted, never split out, so resuming past completed parts costs
-    little more than the decompression. A last line without `\\n` counts if it is not empty.
-    """
-    pending = b""
-    for chunk in chunks:
-        if skip:
-            newlines = chunk.count(b"\n")
-            if newlines < skip:
-                skip -= newlines
-                continue
-            end = -1
-            for _ in range(skip):
-                end = chunk.index(b"\n", end + 1)
-            chunk, skip, pending = chunk[end + 1 :], 0, b""
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()
-        for line in lines:
-            yield line[:-1] if line.endswith(b"\r") else line
-    if skip:
-        raise ValueError(f"the input ended with {skip:,} of the lines to skip still unread")
-    if pending:
-        yield pending[:-1] if pending.endswith(b"\r") else pending
 
 
 # --- converting lines ------------------------------------------------------------------------
@@ -485,7 +413,7 @@ def _prepare(input_path: str, split_dir: str, config: LichessEvalsConfig) -> lis
 
 
 def _read_parts(
-    source: _Input,
+    source: JsonlInput,
     import_dir: str,
     config: LichessEvalsConfig,
     done: list[dict[str, Any]],
@@ -609,7 +537,7 @@ def import_lichess_evals(
     if os.path.exists(finished_file):
         parts = done
     else:
-        source = _Input(input_path)
+        source = JsonlInput(input_path)
         try:
             parts, converted = _read_parts(source, import_dir, config, done, input_path)
         finally:
