@@ -26,6 +26,7 @@ from typing import Any
 
 from core import bins
 from core.actions import NUM_ACTIONS
+from core.schema import board_files
 from core.targets import TARGETS, Target, TargetKind, target_kind
 from core.tokenizer import SEQUENCE_LENGTH, VOCAB_SIZE
 
@@ -241,8 +242,6 @@ def _parse_value(text: str) -> Any:
 
 def validate(config: Config, check_data: bool = True) -> Config:
     """Raises ConfigError for anything that cannot train; returns the config unchanged."""
-    from core.schema import board_files
-
     m, t, d = config.model, config.train, config.data
     if m.backbone not in BACKBONES:
         raise ConfigError(f"model.backbone {m.backbone!r} is not one of {list(BACKBONES)}")
