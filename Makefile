@@ -79,6 +79,7 @@ bench: setup
 	$(PY) -m bench.train
 	$(PY) -m bench.backbones
 	$(PY) -m bench.import
+	$(PY) -m bench.dask
 	$(PY) -m bench.zstd_read
 	$(PY) -m bench.uci
 	$(PY) -m bench.search

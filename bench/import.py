@@ -5,6 +5,10 @@ Run as `python -m bench.import` (`make bench`). Prints one JSON object:
 - `bag.decode_records_per_s`: action-value records read from a `.bag` and decoded
   (pipeline/bag.py), against `bag.beam_coder_records_per_s`, the same records decoded one
   at a time by Beam's own TupleCoder (the reference code's way), measured in the same run.
+- `bag.bagz`: DeepMind's `bagz` reader (when installed) on the same file: records/s read one
+  by one by each reader (`bagz_iterate_records_per_s`, `ours_iterate_records_per_s`), and
+  read and decoded, bagz's records joined into the buffer the decoder takes
+  (`bagz_decode_records_per_s`, against `decode_records_per_s`).
 - `bag.import_records_per_s`: the whole `pipeline.import_chessbench` job (Beam
   DirectRunner, one worker) from the bag to Parquet shards: decode, group by board, check
   the moves against python-chess's legal moves, write.
@@ -26,6 +30,7 @@ import tempfile
 import time
 
 import chess
+import numpy as np
 import zstandard
 
 from bench.tokenize import random_game_fens
@@ -85,6 +90,44 @@ def beam_coder_rate(path: str, limit: int) -> float:
     return n / (time.perf_counter() - began)
 
 
+def iterate_rate(records) -> float:
+    began = time.perf_counter()
+    n = sum(1 for _ in records)
+    return n / (time.perf_counter() - began)
+
+
+def bagz_rates(path: str) -> dict:
+    """DeepMind's reader on the same file, against ours (best of 3 each)."""
+    try:
+        import bagz  # the optional [bagz] extra
+    except ImportError:
+        return {"installed": False}
+
+    def bagz_decode() -> float:
+        began = time.perf_counter()
+        reader = bagz.Reader(path)
+        n, chunk = 0, 65_536
+        for start in range(0, len(reader), chunk):
+            records = [reader[i] for i in range(start, min(start + chunk, len(reader)))]
+            offsets = np.cumsum([0] + [len(r) for r in records], dtype=np.int64)
+            fens, _, _ = decode_av(b"".join(records), offsets)
+            n += len(fens)
+        return n / (time.perf_counter() - began)
+
+    def ours_iterate() -> float:
+        with BagReader(path) as reader:
+            return iterate_rate(reader)
+
+    theirs = max(iterate_rate(bagz.Reader(path)) for _ in range(3))
+    ours = max(ours_iterate() for _ in range(3))
+    return {
+        "installed": True,
+        "bagz_iterate_records_per_s": round(theirs),
+        "ours_iterate_records_per_s": round(ours),
+        "bagz_decode_records_per_s": round(max(bagz_decode() for _ in range(3))),
+    }
+
+
 def bench_bag(directory: str, boards: int) -> dict:
     path = os.path.join(directory, "action_value_data.bag")
     fens = list(dict.fromkeys(random_game_fens(boards * 2, seed=1)))[:boards]  # distinct
@@ -102,6 +145,7 @@ def bench_bag(directory: str, boards: int) -> dict:
         "decode_records_per_s": round(decode),
         "beam_coder_records_per_s": round(baseline),
         "decode_vs_beam_coder": round(decode / baseline, 1),
+        "bagz": bagz_rates(path),
         "import_records_per_s": round(records / wall),
         "import_wall_s": round(wall, 2),
         "import_boards_written": document["boards"]["written"],

@@ -21,11 +21,18 @@ Version 2 (this code writes it) added, so that data made elsewhere fits the same
 Version 1 files are still read: `read_board_file` upgrades them (float32 -> float64,
 `partial` False, `source` "annotate").
 
-Files live at `<out>/<split>/boards-SSSSS-of-NNNNN.parquet`, failures beside them at
-`<out>/<split>/failures-SSSSS-of-NNNNN.parquet`, and the run's statistics in `stats.json`.
-While a run is unfinished, `<out>/<split>/_journal/` holds its settings (`run.json`) and the
-board rows annotated so far (`part-<writer>-<seq>.parquet`, this schema), so that a rerun
-resumes; the directory is deleted once the run's outputs are written.
+The layout (every name is here): a split folder, `<out>/<split>/`, holds its board shards,
+`boards-SSSSS-of-NNNNN.parquet`, and nothing else, so that pyarrow, polars, duckdb and
+Hugging Face `datasets` open the folder as a dataset as it is (polars reads every file under
+a folder, whatever its name, so nothing else can live even in a subfolder). Everything else
+about the split is in its sibling `<out>/<split>.meta/` (`meta_dir`): the run's statistics
+(`stats.json`), the boards that could not be made (`failures-SSSSS-of-NNNNN.parquet`), and,
+while a run is unfinished, its journal (`journal/`: the settings in `run.json` and the rows
+made so far as `part-<writer>-<seq>.parquet`, this schema), deleted once the outputs are
+written. `<out>/README.md` is the dataset card of the splits in `<out>` (pipeline/card.py).
+
+Splits written before this layout (stats.json and failures-*.parquet beside the boards) are
+still read: `board_files` takes only the boards, `stats_file` finds either place.
 """
 
 from __future__ import annotations
@@ -46,15 +53,22 @@ _KIND_KEY = b"searchless_chess.kind"
 BOARDS_PREFIX = "boards"
 FAILURES_PREFIX = "failures"
 STATS_FILE = "stats.json"
+META_SUFFIX = ".meta"  # <out>/<split>.meta/: all but the boards
+CARD_FILE = "README.md"  # <out>/README.md: the dataset card
 
-# The journal of an unfinished run (pipeline/annotate.py): every name it uses is here.
-JOURNAL_DIR = "_journal"
+# The journal of an unfinished run (pipeline/annotate.py), in the meta folder.
+JOURNAL_DIR = "journal"
+LEGACY_JOURNAL_DIR = "_journal"  # where it was, inside the split folder
+# The completed parts of an unfinished import (pipeline/import_lichess_evals.py), likewise.
+IMPORT_DIR = "import"
+LEGACY_IMPORT_DIR = "_import"
 JOURNAL_RUN_FILE = "run.json"
 JOURNAL_PART_PREFIX = "part"
 JOURNAL_PART_SUFFIX = ".parquet"
 JOURNAL_PART_PATTERN = f"{JOURNAL_PART_PREFIX}-*{JOURNAL_PART_SUFFIX}"
-# Held (flock) by the run writing a split (pipeline/split_lock.py); deleted when it ends.
-LOCK_FILE = "_lock"
+# Held (flock) by the run writing a split (pipeline/split_lock.py), in the meta folder;
+# deleted when it ends.
+LOCK_FILE = "lock"
 
 # Small row groups keep random access cheap: a reader decodes one group to reach a row.
 ROW_GROUP_SIZE = 1024
@@ -149,6 +163,24 @@ def make_board_row(
         limit=limit,
     )
 
+
+# What each column means, for the dataset card (pipeline/card.py).
+COLUMN_DOCS = {
+    "fen": "the board (full FEN, move counters included)",
+    "count": "how often the board occurs in the source",
+    "moves": "moves valued (UCI), in action-space order; all legal moves unless `partial`",
+    "win_probs": "win probability of each move for the side to move",
+    "cp": "each move's centipawn score (null where it is a mate)",
+    "mate": "each move's mate distance (null where it is centipawns)",
+    "best_move": 'the highest-valued move ("" when the board has none)',
+    "state_win_prob": "the board's value: its best move's win probability (null if unknown)",
+    "state_cp": "the best move's centipawns",
+    "state_mate": "the best move's mate distance",
+    "partial": "true when `moves` are only some of the legal moves",
+    "source": "where the values come from: " + ", ".join(SOURCES),
+    "engine": "the engine's name and version",
+    "limit": "the search limit per move (nodes=N, time=S, depth=D)",
+}
 
 # What version 1 files differ in: read_board_file upgrades them to the fields above.
 _V1_TYPES = {"win_probs": pa.list_(pa.float32()), "state_win_prob": pa.float32()}
@@ -245,6 +277,74 @@ def shard_name(prefix: str, index: int, num_shards: int) -> str:
 def journal_part_name(writer: str, sequence: int) -> str:
     """A journal part's file name: unique per writer (a uuid4 hex) and its flush number."""
     return f"{JOURNAL_PART_PREFIX}-{writer}-{sequence:06d}{JOURNAL_PART_SUFFIX}"
+
+
+def meta_dir(split_dir: str) -> str:
+    """The folder beside a split that holds everything but its boards (any filesystem's
+    path: local, gs://, s3://)."""
+    return split_dir.rstrip("/") + META_SUFFIX
+
+
+def _join(directory: str, name: str) -> str:
+    return f"{directory.rstrip('/')}/{name}"
+
+
+def stats_path(split_dir: str) -> str:
+    """Where a run writes a split's stats.json."""
+    return _join(meta_dir(split_dir), STATS_FILE)
+
+
+def failures_dir(split_dir: str) -> str:
+    """Where a run writes a split's failure shards."""
+    return meta_dir(split_dir)
+
+
+def journal_path(split_dir: str) -> str:
+    """Where an unfinished annotate run keeps its journal."""
+    return _join(meta_dir(split_dir), JOURNAL_DIR)
+
+
+def lock_path(split_dir: str) -> str:
+    """The file a run writing the split holds locked (a local split's)."""
+    return _join(meta_dir(split_dir), LOCK_FILE)
+
+
+def import_path(split_dir: str) -> str:
+    """Where an unfinished Lichess-evaluations import keeps its completed parts."""
+    return _join(meta_dir(split_dir), IMPORT_DIR)
+
+
+def legacy_outputs(split_dir: str) -> list[str]:
+    """Files of the layout before `.meta/` (stats.json, failure shards, an old journal's or
+    import's folder) inside a local split folder: read where needed, replaced by a new run."""
+    if not os.path.isdir(split_dir):
+        return []
+    names = sorted(os.listdir(split_dir))
+    ours = [n for n in names if n == STATS_FILE or n.startswith(FAILURES_PREFIX + "-")]
+    ours += [n for n in names if n in (LEGACY_JOURNAL_DIR, LEGACY_IMPORT_DIR)]
+    return [os.path.join(split_dir, n) for n in ours]
+
+
+def local_outputs(split_dir: str) -> list[str]:
+    """A local split's finished outputs in either layout: its board shards, and the failure
+    shards and stats.json of its meta folder or (the old layout) beside the boards."""
+    found = []
+    for directory, prefixes in (
+        (split_dir, (BOARDS_PREFIX + "-",)),
+        (meta_dir(split_dir), (FAILURES_PREFIX + "-", STATS_FILE)),
+    ):
+        if os.path.isdir(directory):
+            names = sorted(n for n in os.listdir(directory) if n.startswith(prefixes))
+            found += [os.path.join(directory, n) for n in names]
+    return found + legacy_outputs(split_dir)
+
+
+def find_stats(split_dir: str) -> str | None:
+    """A local split's stats.json in either layout (the `.meta/` one first), or None."""
+    for path in (stats_path(split_dir), os.path.join(split_dir, STATS_FILE)):
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 def board_files(path: str) -> list[str]:

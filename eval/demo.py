@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass
 
 from core.cli import config_from_args
 from core.interrupts import exit_code, interrupted
+from core.schema import find_stats
+from core.schema import stats_path as schema_stats_path
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
@@ -103,7 +105,7 @@ def annotate(config: DemoConfig, log: StepLog) -> dict:
     for split, inputs in (("train", config.train_inputs), ("test", config.test_inputs)):
         split_dir = pathlib.Path(config.work) / split
         key = fingerprint(*inputs, config.limit)
-        stats_path = split_dir / "stats.json"
+        stats_path = pathlib.Path(find_stats(str(split_dir)) or schema_stats_path(str(split_dir)))
         if log.finished(f"annotate-{split}", key, [stats_path]):
             print(f"{split}: reusing {split_dir}")
         else:
@@ -118,6 +120,7 @@ def annotate(config: DemoConfig, log: StepLog) -> dict:
                 print(f"{split}: starting over ({e})")
                 run([*argv, "--overwrite"])
             log.mark(f"annotate-{split}", key)
+            stats_path = pathlib.Path(schema_stats_path(str(split_dir)))
         document = json.loads(stats_path.read_text())
         stats[split] = {
             "games": document["games"]["used"],

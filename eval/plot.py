@@ -1,8 +1,12 @@
-"""Puzzle accuracy against rating, one bar group per rating bucket, one bar per agent.
+"""Figures: puzzle accuracy by rating, and a training run's learning curves.
 
     python -m eval.plot results/puzzles.json [more.json ...] --out results/puzzles.png
+    python -m eval.plot runs/small [runs/9m/metrics.jsonl ...] --out results/curves.png
 
-combines the agents of several `eval.puzzles` result files in one figure.
+The first combines the agents of several `eval.puzzles` result files (one bar group per
+rating bucket, one bar per agent). Given run directories or their `metrics.jsonl`, it draws
+learning curves instead, one line per run: loss (train, and test when evaluated), action
+accuracy (the train batches' and the test boards') and Kendall's tau against steps.
 """
 
 from __future__ import annotations
@@ -59,6 +63,65 @@ def plot_puzzle_accuracy(results: list[dict], path: str, title: str = "") -> Non
     plt.close(fig)
 
 
+def read_metrics(path: str) -> list[dict]:
+    """The records of a run's metrics.jsonl (`path` is the file or its run directory); a
+    step logged twice (a resumed run repeats the steps after its last checkpoint) keeps its
+    last record."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "metrics.jsonl")
+    records: dict[tuple[str, int], dict] = {}
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                records[(record["kind"], int(record["step"]))] = record
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}:{number}: not a metrics record ({e})") from None
+    return sorted(records.values(), key=lambda r: (r["step"], r["kind"]))
+
+
+# (panel title, [(record kind, key, line label)])
+_CURVES = [
+    ("loss", [("train", "loss", "train"), ("eval", "test_loss", "test")]),
+    (
+        "action accuracy",
+        [("train", "accuracy", "train batches"), ("eval", "action_accuracy", "test boards")],
+    ),
+    ("Kendall's tau", [("eval", "kendall_tau", "test boards")]),
+]
+
+
+def plot_learning_curves(runs: dict[str, list[dict]], path: str, title: str = "") -> None:
+    """Writes a PNG with one panel per measure (`_CURVES`), one line per run and series."""
+    if not any(runs.values()):
+        raise ValueError("nothing to plot: no metrics records")
+    fig, axes = plt.subplots(1, len(_CURVES), figsize=(5.0 * len(_CURVES), 4.0))
+    for ax, (name, series) in zip(axes, _CURVES, strict=True):
+        for run, records in runs.items():
+            for kind, key, label in series:
+                points = [(r["step"], r[key]) for r in records if r["kind"] == kind and key in r]
+                if points:
+                    steps, values = zip(*points, strict=True)
+                    style = "-" if kind == "train" else "o-"
+                    ax.plot(steps, values, style, markersize=3, label=f"{run}: {label}")
+        ax.set_title(name)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if ax.has_data():
+            ax.legend(fontsize="x-small")
+    fig.suptitle(title or "Learning curves")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _is_metrics(path: str) -> bool:
+    return path.endswith(".jsonl") or os.path.isdir(path)
+
+
 def read_agents(path: str) -> list[dict]:
     """The per-agent results of an eval.puzzles JSON file; ValueError naming the file if it
     cannot be read or is not one."""
@@ -75,11 +138,31 @@ def read_agents(path: str) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eval.plot", description=__doc__)
-    parser.add_argument("results", nargs="+", help="eval.puzzles JSON result files")
+    parser = argparse.ArgumentParser(
+        prog="python -m eval.plot",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "results",
+        nargs="+",
+        help="eval.puzzles JSON result files, or run directories / metrics.jsonl",
+    )
     parser.add_argument("--out", required=True, help="PNG to write")
     parser.add_argument("--title", default="")
     args = parser.parse_args(argv)
+    if all(_is_metrics(p) for p in args.results):
+        try:
+            runs = {
+                (p if p.endswith(".jsonl") else os.path.normpath(p)): read_metrics(p)
+                for p in args.results
+            }
+            plot_learning_curves(runs, args.out, args.title)
+        except (OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(f"wrote {args.out}", file=sys.stderr)
+        return 0
     try:
         agents = [agent for path in args.results for agent in read_agents(path)]
     except ValueError as e:

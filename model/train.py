@@ -15,8 +15,9 @@ signal's stop exits 128 + its number: 143, 130).
 
 Writes to --out: `config.toml` (the resolved config), `checkpoints/<step>/` (see
 model.checkpoint), `metrics.jsonl` (one JSON object per log or evaluation; a resumed run first
-cuts it back to the restored step, so it ends up as an uninterrupted run's), and TensorBoard
-event files when tensorboardX or torch is installed.
+cuts it back to the restored step, so it ends up as an uninterrupted run's), and `tensorboard/`
+event files of the same numbers when the `tensorboard` extra is installed
+(model/scalar_events.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from core.metrics import summarize
 from core.progress import format_duration
 from core.schema import SchemaError
 from model import config as config_lib
+from model import scalar_events
 from model.checkpoint import (
     Checkpointer,
     abstract_like,
@@ -53,6 +55,7 @@ from model.checkpoint import (
 from model.config import Config, ConfigError, TrainConfig
 from model.data import BoardData, DataError, fingerprint, load_boards, make_batches
 from model.predictor import Predictor
+from model.scalar_events import ScalarEvents
 from model.train_step import DATA_AXIS as DATA_AXIS
 from model.train_step import Placement as Placement
 from model.train_step import TrainState as TrainState
@@ -72,7 +75,8 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class MetricsLog:
-    """metrics.jsonl (and TensorBoard if installed), written by process 0 only.
+    """metrics.jsonl (and TensorBoard event files when the package is installed), written by
+    process 0 only.
 
     Opened at `resume_step`, it first drops the records of later steps (written by a run that
     was interrupted after its last checkpoint and will be redone), so that a resumed run's log
@@ -82,7 +86,7 @@ class MetricsLog:
     def __init__(self, run_dir: str, enabled: bool, resume_step: int = 0):
         self.enabled = enabled
         self._evaluated: set[int] = set()
-        self._file = self._tb = None
+        self._file = self._events = None
         if not enabled:
             return
         path = os.path.join(run_dir, METRICS_FILE)
@@ -92,7 +96,9 @@ class MetricsLog:
         os.replace(path + ".tmp", path)
         self._evaluated = {r["step"] for r in kept if r.get("kind") == "eval"}
         self._file = open(path, "a")  # noqa: SIM115 - closed by close()
-        self._tb = _tensorboard_writer(run_dir, purge_step=resume_step + 1)
+        if scalar_events.available():
+            # Events of the steps a resumed run redoes are dropped, as in metrics.jsonl.
+            self._events = ScalarEvents(run_dir, purge_step=resume_step + 1 if resume_step else 0)
 
     def has_eval(self, step: int) -> bool:
         return step in self._evaluated
@@ -104,16 +110,14 @@ class MetricsLog:
         self._file.flush()
         if record.get("kind") == "eval":
             self._evaluated.add(record["step"])
-        if self._tb is not None:
-            for key, value in record.items():
-                if isinstance(value, int | float) and key != "step":
-                    self._tb.add_scalar(f"{record['kind']}/{key}", value, record["step"])
+        if self._events is not None:
+            self._events.write(record)
 
     def close(self) -> None:
         if self._file:
             self._file.close()
-        if self._tb is not None:
-            self._tb.close()
+        if self._events is not None:
+            self._events.close()
 
 
 def _records_up_to(path: str, step: int) -> list[dict[str, Any]]:
@@ -129,18 +133,6 @@ def _records_up_to(path: str, step: int) -> list[dict[str, Any]]:
             if record.get("step", 0) <= step:
                 kept.append(record)
     return kept
-
-
-def _tensorboard_writer(run_dir: str, purge_step: int):
-    try:
-        from tensorboardX import SummaryWriter
-    except ImportError:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            return None
-    # purge_step: events of the steps a resumed run redoes are dropped, as in metrics.jsonl.
-    return SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=purge_step)
 
 
 # --- evaluation -----------------------------------------------------------------------

@@ -19,16 +19,22 @@ Stages (each a Beam transform; the same code runs on the DirectRunner, Dataflow,
    search per legal move restricted to that move (`--mode action-values`, the default) or one
    unrestricted search reporting `--multipv` lines (`--mode search`); engine failures restart
    the engine and retry, boards that still fail go to the failures output.
-5. Sharded Parquet (`core/schema.py`) and `stats.json` beside the shards.
+5. Sharded Parquet (`core/schema.py`), and in `<split>.meta/` the failures and `stats.json`,
+   written last, once the rows written are checked against the rows counted.
 
-Resume: AnnotateBoards also appends its rows to `<split>/_journal/` as it goes (`JournalWriter`).
-A rerun with the same settings (`_journal/run.json`) joins the journal's rows to the boards by
+Games and boards are spread over `--groups` work units, and only transforms that every runner
+gets right are used (pipeline/portable.py), so the job runs on Beam's DaskRunner too.
+
+Resume: AnnotateBoards also appends its rows to `<split>.meta/journal/` as it goes
+(`JournalWriter`).
+A rerun with the same settings (`journal/run.json`) joins the journal's rows to the boards by
 FEN (`ReadJournal`, `UseJournal`) and sends only the boards without a row to the engine; the
 journal is deleted once the outputs are written.
 
 With no `--runner`, `--runner=DirectRunner` is added (Beam's default would first try to download
-its Prism runner). `--direct_num_workers=N --direct_running_mode=multi_processing` runs N
-engines at once. `run(argv)` is the programmatic entry point and returns the stats document.
+its Prism runner); `--runner=DaskRunner` is Beam's DaskRunner (with `--dask_client_address`).
+`--direct_num_workers=N --direct_running_mode=multi_processing` runs N engines at once.
+`run(argv)` is the programmatic entry point and returns the stats document.
 
 A run holds the split's lock (`split_lock`) while it writes the split. The command stops on
 Ctrl-C or SIGTERM in one line, keeping the journal (`core.interrupts`), and exits 1, in one
@@ -60,7 +66,7 @@ from core.cli import config_from_args
 from core.engine_path import find_engine
 from core.interrupts import stop_on_signals
 from core.progress import format_duration, print_result
-from core.schema import FAILURES_PREFIX, SCHEMA_VERSION, STATS_FILE, shard_name
+from core.schema import FAILURES_PREFIX, SCHEMA_VERSION, failures_dir, shard_name, stats_path
 from pipeline import stats
 from pipeline.action_values import MODES
 from pipeline.annotate_config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
@@ -73,8 +79,10 @@ from pipeline.annotate_journal import (
     flush_open_writers,
 )
 from pipeline.annotate_output import annotate_identity, prepare_output
+from pipeline.card import write_card
 from pipeline.engine import EngineError, Limit, UciEngine
 from pipeline.exclude import Exclusions, load_exclusions
+from pipeline.portable import DEFAULT_GROUPS, for_workers, runner_args
 from pipeline.sources import expand_inputs
 from pipeline.split_lock import SplitBusy, split_lock
 
@@ -173,6 +181,13 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-shards", type=int, default=1, help="board shards to write")
     parser.add_argument(
+        "--groups",
+        type=int,
+        default=DEFAULT_GROUPS,
+        help="work units the games and boards are spread over, the unit a worker takes "
+        f"(default {DEFAULT_GROUPS}; on a big cluster a few per engine)",
+    )
+    parser.add_argument(
         "--exclude",
         nargs="+",
         action="extend",
@@ -192,7 +207,7 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
         "--journal-every",
         type=int,
         default=JOURNAL_EVERY,
-        help="annotated boards per journal part in <out>/<split>/_journal (a part is also "
+        help="annotated boards per journal part in <out>/<split>.meta/journal (a part is also "
         f"written every {JOURNAL_SECONDS:g} s); a rerun after a crash resumes from the journal. "
         f"0: no journal (default {JOURNAL_EVERY})",
     )
@@ -217,6 +232,8 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         raise SystemExit(f"--sample-rate must be in (0, 1], got {args.sample_rate}")
     if args.num_shards < 1:
         raise SystemExit(f"--num-shards must be >= 1, got {args.num_shards}")
+    if args.groups < 1:
+        raise SystemExit(f"--groups must be >= 1, got {args.groups}")
     if args.max_games is not None and args.max_games < 1:
         raise SystemExit(f"--max-games must be >= 1, got {args.max_games}")
     if args.journal_every < 0:
@@ -234,8 +251,7 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         ),
         exclude=tuple(args.exclude),
     )
-    if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
-        beam_args.append("--runner=DirectRunner")
+    beam_args = runner_args(beam_args)
     if not any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
         # Worker processes log every gRPC channel at INFO; progress lines are what matter.
         beam_args.append("--default_sdk_harness_log_level=WARNING")
@@ -296,6 +312,7 @@ def _static_stats(
             "allow_setup": config.allow_setup,
         },
         "num_shards": config.num_shards,
+        "groups": config.groups,
         "runner": _runner(options),
         "expected_workers": _expected_workers(options),
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -310,7 +327,10 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
     (`--fail-on-input-error`) is raised as the InputError naming the file.
     """
     inputs = expand_inputs(list(config.inputs))
-    options = PipelineOptions(list(beam_args))
+    options = PipelineOptions(runner_args(beam_args))
+    if _runner(options) not in _LOCAL_RUNNERS:  # the workers may run in another directory
+        inputs = [for_workers(path) for path in inputs]
+        config = dataclasses.replace(config, out=for_workers(config.out))
     engine_name = None
     if _runner(options) in _LOCAL_RUNNERS:
         # The workers are this machine: check the engine before starting anything.
@@ -379,13 +399,14 @@ def _run_pipeline(
             raise
         raise stop from None
     wall = time.monotonic() - began
-    stats_path = FileSystems.join(config.split_dir, STATS_FILE)
-    document = stats.read_json(stats_path)
+    path = stats_path(config.split_dir)
+    document = stats.read_json(path)
     document["wall_time_s"] = round(wall, 3)
     searched = document["action_values"] - document["resumed"]["action_values"]
     document["action_values_per_s"] = round(searched / wall, 2) if wall else 0
-    stats.write_json(stats_path, document)
+    stats.write_json(path, document)
     delete_journal(config.journal_dir)  # the outputs are complete: nothing left to resume
+    write_card(config.out)
     return document
 
 
@@ -418,7 +439,8 @@ def unfinished(document: dict) -> str | None:
     if boards["failed"] and not boards["annotated"] and not document["resumed"]["boards"]:
         # An example is "FEN: error"; a FEN holds no colon.
         first = document["examples"].get("failed", [": ?"])[0].partition(": ")[2]
-        failures = FileSystems.join(document["out"], document["split"], FAILURES_FILE)
+        split_dir = FileSystems.join(document["out"], document["split"])
+        failures = FileSystems.join(failures_dir(split_dir), FAILURES_FILE)
         return (
             f"every board failed ({boards['failed']:,}; they are in {failures}); "
             f"the first: {first[:200]}"
@@ -427,7 +449,11 @@ def unfinished(document: dict) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config, beam_args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        config, beam_args = parse_args(sys.argv[1:] if argv is None else argv)
+    except ValueError as e:  # e.g. --runner=DaskRunner without dask.distributed
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         with stop_on_signals(functools.partial(_stopped, config)):
             document = run_config(config, beam_args)

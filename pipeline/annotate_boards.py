@@ -1,4 +1,5 @@
-"""The engine stage: `AnnotateBoards` turns (fen, count) into a board row with Stockfish.
+"""The engine stage: `AnnotateBoards` turns groups of (fen, count) into board rows with
+Stockfish.
 
 `WorkerProgress` keeps one worker's tally across bundles: its record in stats.json's
 `workers` and the progress lines it prints.
@@ -13,8 +14,6 @@ import time
 from collections.abc import Iterable
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.windowed_value import WindowedValue
 
 from core.engine_path import find_engine
 from core.progress import format_duration
@@ -23,12 +22,10 @@ from pipeline.action_values import BoardAnnotator, BoardResult, Mode, NoLegalMov
 from pipeline.annotate_config import EngineConfig
 from pipeline.annotate_journal import JOURNAL_EVERY, JournalWriter
 from pipeline.engine import Limit, UciEngine
+from pipeline.portable import tagged
 
+ROWS_TAG = "rows"
 FAILURES_TAG = "failures"
-
-
-def _in_global_window(value) -> WindowedValue:
-    return WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
 
 
 class WorkerProgress:
@@ -104,17 +101,18 @@ class WorkerProgress:
 
 
 class AnnotateBoards(beam.DoFn):
-    """(fen, count) -> a BOARD_SCHEMA row, or a FAILURE_SCHEMA row on the failures tag.
+    """(group, [(fen, count)], context) -> a BOARD_SCHEMA row on ROWS_TAG or a FAILURE_SCHEMA
+    row on FAILURES_TAG for each board, then the group's stats. `context` ({"todo": boards to
+    annotate, "resumed": boards from the journal}, or None) only feeds the progress lines.
 
     `mode` and `multipv` choose how a board is valued (pipeline.action_values: every legal
     move searched alone, or one unrestricted search reporting `multipv` lines).
     One engine process per DoFn instance, i.e. per worker thread: started in `setup`,
     closed in `teardown`. With a node limit one board waits queued in the engine behind the
-    one being searched, so the engine never idles between boards; the last ones of a bundle
-    are emitted from `finish_bundle`. Boards with no legal move are dropped and counted.
-    With a `journal` directory every annotated row is also written there (`JournalWriter`,
-    a part every `journal_every` rows or JOURNAL_SECONDS, and at the end of each bundle);
-    failed boards are not, so a resumed run tries them again.
+    one being searched, so the engine never idles between the boards of a group. Boards with
+    no legal move are dropped and counted. With a `journal` directory every annotated row is
+    also written there (`JournalWriter`, a part every `journal_every` rows or JOURNAL_SECONDS,
+    and at the end of each bundle); failed boards are not, so a resumed run tries them again.
     """
 
     def __init__(
@@ -155,44 +153,40 @@ class AnnotateBoards(beam.DoFn):
         if self.journal is not None and self.journal_every > 0:
             self._journal = JournalWriter(self.journal, self.journal_every)
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
+    def process(self, element):
+        _, boards, context = element
+        context = context or {}
+        total, resumed = context.get("todo", 0), context.get("resumed", 0)
+        self._stats = s = stats.BundleStats()
         self._restarts_seen = self._annotator.restarts
         self._nodes_seen = self._annotator.nodes
-
-    def process(self, element, total_boards=0, resumed_boards=0):
-        fen, count = element
-        s = self._stats
-        s.count("unique_boards")
-        s.count("boards", count)
-        began = self._progress.start()
-        try:
-            self._annotator.submit(fen, count)
-        except NoLegalMoves:
-            s.count("no_legal_moves")
-            s.example("no_legal_moves", fen)
-            return
-        except ValueError as e:  # a FEN the engine must not be given
-            yield self._output(BoardResult(fen, count, None, str(e)))
-            return
-        while self._annotator.in_flight > self._lookahead:
-            yield self._output(self._annotator.collect())
-        self._progress.note_busy(s.partial, began)
-        self._progress.report(total_boards, resumed_boards)
-
-    def finish_bundle(self):
+        for fen, count in boards:
+            s.count("unique_boards")
+            s.count("boards", count)
+            began = self._progress.start()
+            try:
+                self._annotator.submit(fen, count)
+            except NoLegalMoves:
+                s.count("no_legal_moves")
+                s.example("no_legal_moves", fen)
+                continue
+            except ValueError as e:  # a FEN the engine must not be given
+                yield self._output(BoardResult(fen, count, None, str(e)))
+                continue
+            while self._annotator.in_flight > self._lookahead:
+                yield self._output(self._annotator.collect())
+            self._progress.note_busy(s.partial, began)
+            self._progress.report(total, resumed)
         began = time.time()
         while self._annotator.in_flight:
-            # Boards come from a global-window batch, so their results go back there too.
-            output = self._output(self._annotator.collect())
-            if isinstance(output, beam.pvalue.TaggedOutput):
-                yield beam.pvalue.TaggedOutput(output.tag, _in_global_window(output.value))
-            else:
-                yield _in_global_window(output)
+            yield self._output(self._annotator.collect())
+        self._progress.note_busy(s.partial, began)
+        yield s.emit()
+
+    def finish_bundle(self):
+        # Only a side effect: outputs from here are lost on some runners (pipeline/portable.py).
         if self._journal is not None:
             self._journal.flush()
-        self._progress.note_busy(self._stats.partial, began)
-        yield self._stats.emit()
 
     def _output(self, outcome: BoardResult):
         """Counts a finished board and returns what to emit for it."""
@@ -210,7 +204,7 @@ class AnnotateBoards(beam.DoFn):
             s.count("action_values", values)
             if row["engine"] not in s.partial["engines"]:
                 s.partial["engines"].append(row["engine"])
-            return row
+            return tagged(ROWS_TAG, row)
         s.count("failed")
         s.example("failed", f"{outcome.fen}: {outcome.error}")
         failure = {
@@ -220,7 +214,7 @@ class AnnotateBoards(beam.DoFn):
             "engine": self._engine_name,
             "limit": annotator.row_limit,
         }
-        return beam.pvalue.TaggedOutput(FAILURES_TAG, failure)
+        return tagged(FAILURES_TAG, failure)
 
     def teardown(self):
         journal = getattr(self, "_journal", None)

@@ -9,6 +9,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.action_values import Mode, limit_label
 from pipeline.annotate_journal import JOURNAL_EVERY, journal_dir
 from pipeline.engine import Limit
+from pipeline.portable import DEFAULT_GROUPS
 
 DEFAULT_LIMIT = "nodes=2000"
 
@@ -40,6 +41,7 @@ class AnnotateConfig:
     max_games: int | None = None
     allow_setup: bool = False
     num_shards: int = 1
+    groups: int = DEFAULT_GROUPS  # work units games and boards are spread over
     overwrite: bool = False
     fail_on_input_error: bool = False
     progress_seconds: float = 30.0

@@ -1,7 +1,9 @@
 """The DoFns from input files to boards: read and sample games, parse them, keep `--max-games`,
 drop the evaluation sets' positions (`--exclude`).
 
-Each counts what it skips in a `stats.BundleStats` emitted on stats.STATS_TAG.
+Each emits `(tag, value)` pairs (pipeline/portable.py): its data on GAMES_TAG or FENS_TAG and,
+at the end of each element, what it counted and skipped on stats.STATS_TAG. Games travel in
+batches of GAME_BATCH, so that counting costs a few records per batch, not per game.
 """
 
 from __future__ import annotations
@@ -14,11 +16,20 @@ import apache_beam as beam
 
 from pipeline import pgn, stats
 from pipeline.exclude import position_key
+from pipeline.portable import tagged
 from pipeline.sources import InputError, read_lines
+
+GAMES_TAG = "games"
+FENS_TAG = "fens"
+BOARDS_TAG = "boards"  # (fen, count) of a distinct board
+
+
+GAME_BATCH = 64  # games per element between reading and keeping (a few stats per batch)
 
 
 class ReadGames(beam.DoFn):
-    """Input path -> (sort key, GameText) for each sampled game.
+    """Input path -> batches of up to GAME_BATCH (sort key, GameText) sampled games on
+    GAMES_TAG, then the file's stats.
 
     The sort key (sampling point, game id, path, ordinal) orders games for `--max-games`.
     A damaged input keeps every complete game before the damage; the game cut short is
@@ -36,11 +47,19 @@ class ReadGames(beam.DoFn):
         if self.fail_on_input_error:
             quiet_input_errors()
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
-
     def process(self, path: str):
-        s = self._stats
+        s = stats.BundleStats()
+        batch = []
+        for game in self._games(path, s):
+            batch.append(game)
+            if len(batch) == GAME_BATCH:
+                yield tagged(GAMES_TAG, batch)
+                batch = []
+        if batch:
+            yield tagged(GAMES_TAG, batch)
+        yield s.emit()
+
+    def _games(self, path: str, s: stats.BundleStats):
         games = 0
         try:
             for item in pgn.split_games(read_lines(path)):
@@ -73,51 +92,50 @@ class ReadGames(beam.DoFn):
                 f"WARNING: {path}: no game in it (empty, or not PGN)", file=sys.stderr, flush=True
             )
 
-    def finish_bundle(self):
-        yield self._stats.emit()
-
 
 class ParseGames(beam.DoFn):
-    """(key, GameText) -> (key, FENs before each move), or a counted skip with an example."""
+    """[(key, GameText)] -> [(key, FENs before each move)] on GAMES_TAG; games that cannot be
+    used are counted skips with examples."""
 
     def __init__(self, allow_setup: bool):
         self.allow_setup = allow_setup
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
+    def process(self, games):
+        s = stats.BundleStats()
+        parsed = []
+        for key, game in games:
+            result = pgn.parse_game(game, self.allow_setup)
+            if isinstance(result, pgn.Skip):
+                s.count(f"skipped.{result.reason}")
+                _, identifier, path, ordinal = key
+                s.example(result.reason, f"{path} game #{ordinal} ({identifier}): {result.detail}")
+                continue
+            parsed.append((key, result.fens))
+        if parsed:
+            yield tagged(GAMES_TAG, parsed)
+        yield s.emit()
 
-    def process(self, element):
-        key, game = element
-        result = pgn.parse_game(game, self.allow_setup)
-        if isinstance(result, pgn.Skip):
-            self._stats.count(f"skipped.{result.reason}")
-            _, identifier, path, ordinal = key
-            self._stats.example(
-                result.reason, f"{path} game #{ordinal} ({identifier}): {result.detail}"
-            )
-            return
-        yield key, result.fens
 
-    def finish_bundle(self):
-        yield self._stats.emit()
+def batch_group_key(batch) -> str:
+    """What decides a batch's group when batches are grouped (portable.GroupInto)."""
+    return repr(batch[0][0])
 
 
 class KeepGames(beam.DoFn):
-    """Keeps games whose key is <= the `--max-games` threshold (all when there is none)."""
+    """([(key, FENs)], threshold) -> the FENs of games whose key is <= the `--max-games`
+    threshold (of all games when it is None), on FENS_TAG, then stats."""
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
-
-    def process(self, element, threshold=None):
-        key, fens = element
-        if threshold is not None and key > threshold:
-            self._stats.count("games_over_max")
-            return
-        self._stats.count("games_used")
-        yield from fens
-
-    def finish_bundle(self):
-        yield self._stats.emit()
+    def process(self, element):
+        games, threshold = element
+        s = stats.BundleStats()
+        for key, fens in games:
+            if threshold is not None and key > threshold:
+                s.count("games_over_max")
+                continue
+            s.count("games_used")
+            for fen in fens:
+                yield tagged(FENS_TAG, fen)
+        yield s.emit()
 
 
 def max_games_threshold(smallest: list) -> tuple | None:
@@ -163,27 +181,26 @@ def stopping_input_error(error: BaseException) -> InputError | None:
 
 
 class DropExcluded(beam.DoFn):
-    """(fen, count) -> itself, unless its position (FEN without clocks) is one of `keys`:
-    then it is counted (`excluded` boards, `excluded_occurrences` in the games) and dropped.
+    """(fen, count) -> itself on BOARDS_TAG, unless its position (FEN without clocks) is one
+    of `keys`: then it is counted (`excluded` boards, `excluded_occurrences` in the games)
+    and dropped.
 
-    The keys travel inside the DoFn (pickled with the graph), which suits the evaluation
-    sets' tens of thousands of positions; millions would call for a side input.
+    Only a dropped board emits stats, so counting costs one record per evaluation position
+    met, not per board. The keys travel inside the DoFn (pickled with the graph), which suits
+    the evaluation sets' tens of thousands of positions; millions would call for a side input
+    (and side inputs are what the DaskRunner gets wrong, pipeline/portable.py).
     """
 
     def __init__(self, keys: frozenset[str]):
         self.keys = keys
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
-
     def process(self, element):
         fen, count = element
-        if position_key(fen) in self.keys:
-            self._stats.count("excluded")
-            self._stats.count("excluded_occurrences", count)
-            self._stats.example("excluded", fen)
+        if position_key(fen) not in self.keys:
+            yield tagged(BOARDS_TAG, element)
             return
-        yield element
-
-    def finish_bundle(self):
-        yield self._stats.emit()
+        s = stats.BundleStats()
+        s.count("excluded")
+        s.count("excluded_occurrences", count)
+        s.example("excluded", fen)
+        yield s.emit()

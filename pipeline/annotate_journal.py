@@ -1,4 +1,4 @@
-"""The resume journal of an annotate run: `<split>/_journal/`, its parts and their reuse.
+"""The resume journal of an annotate run: `<split>.meta/journal/`, its parts and their reuse.
 
 While a run annotates, each worker's `JournalWriter` appends the rows it made to the journal as
 Parquet parts, beside `run.json` (the run's settings, see `annotate_output`). A rerun with the
@@ -23,7 +23,6 @@ from apache_beam.io.filesystems import FileSystems
 
 from core.schema import (
     BOARD_SCHEMA,
-    JOURNAL_DIR,
     JOURNAL_PART_PATTERN,
     JOURNAL_PART_SUFFIX,
     JOURNAL_RUN_FILE,
@@ -31,10 +30,13 @@ from core.schema import (
     SchemaError,
     check_schema,
     journal_part_name,
+    journal_path,
 )
 from pipeline import stats
+from pipeline.portable import split, tagged
 from pipeline.shards import list_files, write_parquet
 
+ROWS_TAG = "rows"  # ReadJournal's and UseJournal's output of the journal's rows
 TODO_TAG = "todo"  # UseJournal's output of the boards the journal lacks
 JOURNAL_EVERY = 500  # boards per journal part (--journal-every)
 JOURNAL_SECONDS = 60.0  # ... or fewer: a row waits at most this long before it is written
@@ -42,7 +44,7 @@ JOURNAL_SECONDS = 60.0  # ... or fewer: a row waits at most this long before it 
 
 def journal_dir(split_dir: str) -> str:
     """Where an unfinished run in `split_dir` keeps its settings and annotated rows."""
-    return FileSystems.join(split_dir, JOURNAL_DIR)
+    return journal_path(split_dir)
 
 
 class JournalWriter:
@@ -141,65 +143,66 @@ def delete_journal(directory: str) -> None:
 
 
 class ReadJournalPart(beam.DoFn):
-    """Journal part path -> (fen, row) for each of its rows (main output), stats on the side.
+    """Journal part path -> (fen, row) on ROWS_TAG for each of its rows, then its stats.
 
     A part that cannot be read (cut short, not Parquet, another schema) is skipped, counted
     and named in a warning: its boards are simply annotated again.
     """
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
-
     def process(self, path: str):
+        s = stats.BundleStats()
+        yield from self._rows(path, s)
+        yield s.emit()
+
+    def _rows(self, path: str, s: stats.BundleStats):
         try:
             with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
                 table = pq.read_table(pa.BufferReader(f.read()))
             if check_schema(table.schema, path) != SCHEMA_VERSION:
                 raise SchemaError(f"{path}: written by an older version of the schema")
         except Exception as e:  # noqa: BLE001 - any unreadable part is skipped the same way
-            self._stats.count("journal_parts_unreadable")
-            self._stats.example("journal_unreadable", f"{path}: {e}")
+            s.count("journal_parts_unreadable")
+            s.example("journal_unreadable", f"{path}: {e}")
             print(f"WARNING: skipping unreadable journal part {path}: {e}", file=sys.stderr)
             return
-        self._stats.count("journal_parts")
+        s.count("journal_parts")
         for row in table.to_pylist():
-            yield row["fen"], row
-
-    def finish_bundle(self):
-        yield self._stats.emit()
+            yield tagged(ROWS_TAG, (row["fen"], row))
 
 
 class ReadJournal(beam.PTransform):
-    """Journal part paths -> (fen, BOARD_SCHEMA row); outputs `rows` and stats.STATS_TAG."""
+    """Journal part paths -> {ROWS_TAG: (fen, BOARD_SCHEMA row), STATS_TAG: stats}."""
 
     def expand(self, paths):
-        return (
+        read = (
             paths
-            | "SpreadParts" >> beam.Reshuffle()
-            | "ReadParts"
-            >> beam.ParDo(ReadJournalPart()).with_outputs(stats.STATS_TAG, main="rows")
+            | "SpreadParts" >> beam.Reshuffle()  # a no-op on Dask, whose Create spreads them
+            | "ReadParts" >> beam.ParDo(ReadJournalPart())
         )
+        return split(read, (ROWS_TAG, stats.STATS_TAG), "JournalOutputs")
 
 
 class UseJournal(beam.DoFn):
     """(fen, {"boards": [count], "journal": [rows]}) -> the journal's row for a current board,
-    with `count` set to the current count (main output), or (fen, count) on TODO_TAG for a
-    board the journal lacks. Journal rows of boards not in this run are dropped and counted.
+    with `count` set to the current count, on ROWS_TAG, or (fen, count) on TODO_TAG for a
+    board the journal lacks; then its stats. Journal rows of boards not in this run are
+    dropped and counted.
     """
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
-
     def process(self, element):
+        s = stats.BundleStats()
+        yield from self._use(element, s)
+        yield s.emit()
+
+    def _use(self, element, s: stats.BundleStats):
         fen, grouped = element
         counts, rows = list(grouped["boards"]), list(grouped["journal"])
-        s = self._stats
         if not counts:
             s.count("journal_rows_unused", len(rows))
             return
         (count,) = counts  # the boards are unique
         if not rows:
-            yield beam.pvalue.TaggedOutput(TODO_TAG, (fen, count))
+            yield tagged(TODO_TAG, (fen, count))
             return
         # Several rows for one board (a bundle retried after its rows were journaled) are the
         # same with a node limit; any of them will do.
@@ -212,7 +215,4 @@ class UseJournal(beam.DoFn):
         s.count("resumed_action_values", values)
         if row["engine"] not in s.partial["engines"]:
             s.partial["engines"].append(row["engine"])
-        yield row
-
-    def finish_bundle(self):
-        yield self._stats.emit()
+        yield tagged(ROWS_TAG, row)

@@ -4,10 +4,11 @@
         --input 'data/chessbench/train/action_value@2148_data.bag'
 
 reads the paper's released records (pipeline/bag.py and bag_records.py have the format) and
-writes the one table of core/schema.py to `<output>/<split>/boards-*.parquet`,
-`failures-*.parquet` and `stats.json`, so the trainer takes it like data this project
-annotated. Beam options not listed here (`--runner`, `--direct_num_workers`, ...) go to Beam,
-so the 2,148 action-value shards can be imported on a cluster.
+writes the one table of core/schema.py to `<output>/<split>/boards-*.parquet`, with
+`failures-*.parquet` and `stats.json` in `<output>/<split>.meta/`, so the trainer takes it like
+data this project annotated. Beam options not listed here (`--runner`, `--direct_num_workers`,
+...) go to Beam, so the 2,148 action-value shards can be imported on a cluster, Dask included
+(`--runner=DaskRunner`; only the transforms of pipeline/portable.py are used).
 
 Records of a board may sit anywhere in the input, so they are grouped by FEN: each chunk of
 records groups its own by board and by output shard (a hash of the FEN), and one shuffle
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import datetime
 import functools
 import signal
@@ -61,20 +63,33 @@ from core.schema import (
     FAILURES_PREFIX,
     SCHEMA_VERSION,
     SOURCE_CHESSBENCH,
-    STATS_FILE,
     BoardRow,
+    failures_dir,
     shard_name,
+    stats_path,
 )
 from core.tokenizer import tokenize
 from pipeline import stats
 from pipeline.bag import BagFormatError, BagReader, expand_pattern
 from pipeline.bag_records import KINDS, check_kind, decode_av, decode_bc, decode_sv
+from pipeline.card import write_card
+from pipeline.portable import (
+    DEFAULT_GROUPS,
+    GroupInto,
+    for_workers,
+    runner_args,
+    split,
+    tagged,
+)
 from pipeline.shards import WriteShards, clear_outputs, shard_of, write_parquet
 
 # What the paper says made ChessBench: Stockfish 16 at 50 ms per (board, move).
 CHESSBENCH_ENGINE = "Stockfish 16 (ChessBench)"
 CHESSBENCH_LIMIT = "time=0.05"
 FAILURES_TAG = "failures"
+CHUNKS_TAG = "chunks"
+BATCHES_TAG = "batches"
+WRITTEN_TAG = "written"
 _DECODERS = {"av": decode_av, "sv": decode_sv, "bc": decode_bc}
 
 
@@ -87,6 +102,7 @@ class ChessBenchConfig:
     num_shards: int = 16
     chunk_records: int = 65_536  # records decoded at once (and the unit of parallelism)
     overwrite: bool = False
+    groups: int = DEFAULT_GROUPS  # work units the chunks are spread over
 
     @property
     def split_dir(self) -> str:
@@ -94,8 +110,8 @@ class ChessBenchConfig:
 
     def validate(self) -> None:
         check_kind(self.kind)
-        if self.num_shards < 1 or self.chunk_records < 1:
-            raise ValueError("--num-shards and --chunk-records must be at least 1")
+        if self.num_shards < 1 or self.chunk_records < 1 or self.groups < 1:
+            raise ValueError("--num-shards, --chunk-records and --groups must be at least 1")
 
 
 # -- reading: shard -> chunks of records -> (fen, records of that board in the chunk) ----------
@@ -110,65 +126,64 @@ def chunk_ranges(path: str, chunk_records: int) -> Iterable[tuple[str, int, int]
 
 
 class ListChunks(beam.DoFn):
-    """Shard path -> its chunks; an unreadable shard is an input error, not a crash."""
+    """Shard path -> its chunks on CHUNKS_TAG, then stats; an unreadable shard is an input
+    error, not a crash."""
 
     def __init__(self, chunk_records: int):
         self.chunk_records = chunk_records
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
-
     def process(self, path: str):
+        s = stats.BundleStats()
         try:
             chunks = list(chunk_ranges(path, self.chunk_records))
         except (BagFormatError, OSError) as e:
-            self._input_error(path, e)
-            return
-        self._stats.count("shards")
-        yield from chunks
-
-    def _input_error(self, path: str, error: Exception) -> None:
-        self._stats.count("unreadable_shards")
-        self._stats.input_error(path, f"{type(error).__name__}: {error}")
-        print(f"WARNING: skipping {path}: {error}", file=sys.stderr, flush=True)
-
-    def finish_bundle(self):
-        yield self._stats.emit()
+            s.count("unreadable_shards")
+            s.input_error(path, f"{type(e).__name__}: {e}")
+            print(f"WARNING: skipping {path}: {e}", file=sys.stderr, flush=True)
+            chunks = []
+        else:
+            s.count("shards")
+        for chunk in chunks:
+            yield tagged(CHUNKS_TAG, chunk)
+        yield s.emit()
 
 
 class DecodeChunk(beam.DoFn):
-    """(path, start, stop) -> (output shard, {fen: values}) for each output shard that has
-    boards in the chunk: av values are [(move, win_prob), ...], sv [win_prob, ...], bc
-    [move, ...]. The shuffle then moves a few batches per chunk rather than one element per
-    board (Beam's per-element cost was half the import's time)."""
+    """(group, [(path, start, stop)], _) -> (output shard, {fen: values}) on BATCHES_TAG for
+    each output shard that has boards in a chunk: av values are [(move, win_prob), ...], sv
+    [win_prob, ...], bc [move, ...]; then stats. The shuffle then moves a few batches per
+    chunk rather than one element per board (Beam's per-element cost was half the import's
+    time)."""
 
     def __init__(self, kind: str, num_shards: int):
         self.kind = kind
         self.num_shards = num_shards
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
-
     def process(self, element):
+        _, chunks, _ = element
+        for chunk in chunks:
+            s = stats.BundleStats()
+            for shard, batch in self._decode(chunk, s):
+                yield tagged(BATCHES_TAG, (shard, batch))
+            yield s.emit()
+
+    def _decode(self, element, s: stats.BundleStats):
         path, start, stop = element
         try:
             with BagReader(path) as reader:
                 data, offsets = reader.read_range(start, stop)
             columns = _DECODERS[self.kind](data, offsets, source=path, first_index=start)
         except (BagFormatError, OSError) as e:
-            self._stats.count("unreadable_chunks")
-            self._stats.count("records_unread", stop - start)
-            self._stats.input_error(path, f"records {start}-{stop - 1}: {e}")
+            s.count("unreadable_chunks")
+            s.count("records_unread", stop - start)
+            s.input_error(path, f"records {start}-{stop - 1}: {e}")
             print(f"WARNING: skipping records {start}-{stop - 1} of {path}: {e}", file=sys.stderr)
             return
-        self._stats.count("records", stop - start)
+        s.count("records", stop - start)
         batches: dict[int, dict[str, list]] = {}
         for fen, values in group_by_fen(self.kind, columns):
             batches.setdefault(shard_of(fen, self.num_shards), {})[fen] = values
         yield from batches.items()
-
-    def finish_bundle(self):
-        yield self._stats.emit()
 
 
 def group_by_fen(kind: str, columns: tuple) -> Iterable[tuple[str, list]]:
@@ -294,19 +309,22 @@ _ROW_MAKERS = {"av": av_row, "sv": sv_row, "bc": bc_row}
 
 class MakeShard(beam.DoFn):
     """(output shard, [{fen: values} of each chunk]) -> the shard's Parquet file, written
-    here (rows sorted by FEN, as pipeline/shards.py writes them); failure rows and stats go
-    to their outputs. A shard's boards are held in one worker's memory: pick `--num-shards`
-    so that boards / shards fits (about 1.5 KB a board)."""
+    here (rows sorted by FEN, as pipeline/shards.py writes them); outputs (path, rows) on
+    WRITTEN_TAG, failure rows on FAILURES_TAG, then stats. A shard's boards are held in one
+    worker's memory: pick `--num-shards` so that boards / shards fits (about 1.5 KB a
+    board)."""
 
     def __init__(self, kind: str, directory: str, num_shards: int):
         self.kind = kind
         self.directory = directory
         self.num_shards = num_shards
 
-    def start_bundle(self):
-        self._stats = stats.BundleStats()
-
     def process(self, element):
+        self._stats = stats.BundleStats()
+        yield from self._make(element)
+        yield self._stats.emit()
+
+    def _make(self, element):
         index, batches = element
         boards: dict[str, list] = {}
         for batch in batches:
@@ -329,16 +347,14 @@ class MakeShard(beam.DoFn):
                     "engine": CHESSBENCH_ENGINE,
                     "limit": CHESSBENCH_LIMIT,
                 }
-                yield beam.pvalue.TaggedOutput(FAILURES_TAG, failure)
+                yield tagged(FAILURES_TAG, failure)
                 continue
             self._stats.count("boards")
             self._stats.count("action_values", len(row["moves"]))
             rows.append(row)
-        name = shard_name(BOARDS_PREFIX, index, self.num_shards)
-        write_parquet(rows, BOARD_SCHEMA, FileSystems.join(self.directory, name))
-
-    def finish_bundle(self):
-        yield self._stats.emit()
+        path = FileSystems.join(self.directory, shard_name(BOARDS_PREFIX, index, self.num_shards))
+        write_parquet(rows, BOARD_SCHEMA, path)
+        yield tagged(WRITTEN_TAG, (path, len(rows)))
 
 
 def summarize(merged: dict, static: dict) -> dict:
@@ -365,51 +381,74 @@ def summarize(merged: dict, static: dict) -> dict:
     }
 
 
-def build(root: beam.Pipeline, config: ChessBenchConfig, shards: list[str], static: dict) -> None:
-    """Adds the import to `root`: bag shards -> board shards, failures and stats.json."""
-    listed = (
+def build(
+    root: beam.Pipeline, config: ChessBenchConfig, shards: list[str], static: dict
+) -> beam.PCollection:
+    """Adds the import to `root`: bag shards -> board shards, failures and (last, once the
+    rows written are checked against the rows counted) stats.json, whose document is the
+    returned collection's one element."""
+    listed = split(
         root
         | "Shards" >> beam.Create(shards)
         | "SpreadShards" >> beam.Reshuffle()
-        | "ListChunks"
-        >> beam.ParDo(ListChunks(config.chunk_records)).with_outputs(stats.STATS_TAG, main="chunks")
+        | "ListChunks" >> beam.ParDo(ListChunks(config.chunk_records)),
+        (CHUNKS_TAG, stats.STATS_TAG),
+        "ListOutputs",
     )
     n, split_dir = config.num_shards, config.split_dir
-    decoded = (
-        listed.chunks
-        | "SpreadChunks" >> beam.Reshuffle()
-        | "DecodeChunks"
-        >> beam.ParDo(DecodeChunk(config.kind, n)).with_outputs(stats.STATS_TAG, main="batches")
+    decoded = split(
+        listed[CHUNKS_TAG]
+        | "SpreadChunks" >> GroupInto(config.groups, lambda chunk: f"{chunk[0]}:{chunk[1]}")
+        | "DecodeChunks" >> beam.ParDo(DecodeChunk(config.kind, n)),
+        (BATCHES_TAG, stats.STATS_TAG),
+        "DecodeOutputs",
     )
     # Every output shard is written, empty or not, so that `-of-NNNNN` tells the truth.
     every_shard = root | "ShardIndices" >> beam.Create([(i, None) for i in range(n)])
-    made = (
-        (decoded.batches, every_shard)
+    made = split(
+        (decoded[BATCHES_TAG], every_shard)
         | "AllBatches" >> beam.Flatten()
         | "GroupByShard" >> beam.GroupByKey()
-        | "MakeShards"
-        >> beam.ParDo(MakeShard(config.kind, split_dir, n)).with_outputs(
-            stats.STATS_TAG, FAILURES_TAG, main="written"
-        )
+        | "MakeShards" >> beam.ParDo(MakeShard(config.kind, split_dir, n)),
+        (WRITTEN_TAG, FAILURES_TAG, stats.STATS_TAG),
+        "ShardOutputs",
     )
-    _ = made[FAILURES_TAG] | "WriteFailures" >> WriteShards(
-        split_dir, FAILURES_PREFIX, 1, FAILURE_SCHEMA
+    failed = made[FAILURES_TAG] | "WriteFailures" >> WriteShards(
+        failures_dir(split_dir), FAILURES_PREFIX, 1, FAILURE_SCHEMA
     )
-    stats_path = FileSystems.join(split_dir, STATS_FILE)
-    _ = (
-        (listed.stats, decoded.stats, made.stats)
-        | "AllStats" >> beam.Flatten()
-        | "MergeStats" >> beam.CombineGlobally(stats.MergeStats())
-        | "WriteStats" >> beam.Map(lambda m: stats.write_json(stats_path, summarize(m, static)))
+    # The writers' results join the stats as counts: one merge brings everything to the end.
+    written = [
+        made[WRITTEN_TAG]
+        | "BoardsWritten" >> beam.MapTuple(lambda path, rows: stats.written("boards", rows)),
+        failed
+        | "FailuresWritten" >> beam.MapTuple(lambda path, rows: stats.written("failures", rows)),
+    ]
+    merged = stats.merge_all(
+        [listed[stats.STATS_TAG], decoded[stats.STATS_TAG], made[stats.STATS_TAG], *written]
     )
+    return merged | "WriteStats" >> beam.Map(finish, stats_path(split_dir), static, n)
+
+
+def finish(merged: dict, path: str, static: dict, num_shards: int) -> dict:
+    """Checks that every board counted was written, once, then writes stats.json."""
+    document = summarize(merged, static)
+    boards = document["boards"]
+    expected = {"boards": (boards["written"], num_shards), "failures": (boards["failed"], 1)}
+    stats.check_written(merged, expected, path)
+    stats.write_json(path, document)
+    return document
 
 
 def run_config(config: ChessBenchConfig, beam_args: Sequence[str] = ()) -> dict:
     """Runs the import to completion; returns the stats document (also in stats.json)."""
     config.validate()
     shards = expand_pattern(config.input)
+    options = PipelineOptions(runner_args(beam_args))
+    if (options.get_all_options().get("runner") or "DirectRunner") != "DirectRunner":
+        # The workers may run in another directory.
+        shards = [for_workers(path) for path in shards]
+        config = dataclasses.replace(config, output=for_workers(config.output))
     clear_outputs(config.split_dir, config.overwrite)
-    options = PipelineOptions(list(beam_args))
     static = {
         "schema_version": SCHEMA_VERSION,
         "source": SOURCE_CHESSBENCH,
@@ -432,11 +471,12 @@ def run_config(config: ChessBenchConfig, beam_args: Sequence[str] = ()) -> dict:
     build(root, config, shards, static)
     root.run().wait_until_finish()
     wall = time.monotonic() - began
-    stats_path = FileSystems.join(config.split_dir, STATS_FILE)
-    document = stats.read_json(stats_path)
+    path = stats_path(config.split_dir)
+    document = stats.read_json(path)
     document["wall_time_s"] = round(wall, 3)
     document["records_per_s"] = round(document["records"]["read"] / wall, 1) if wall else 0
-    stats.write_json(stats_path, document)
+    stats.write_json(path, document)
+    write_card(config.output)
     return document
 
 
@@ -457,6 +497,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-shards", type=int, default=16, help="output Parquet shards")
     parser.add_argument("--chunk-records", type=int, default=65_536, help="records per task")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing split")
+    parser.add_argument(
+        "--groups",
+        type=int,
+        default=DEFAULT_GROUPS,
+        help=f"work units the chunks are spread over (default {DEFAULT_GROUPS})",
+    )
     return parser
 
 

@@ -11,14 +11,15 @@ uncompressed `.jsonl` works too). It is streamed, never held in memory.
 Each line becomes one board row, or one failure row, by `pipeline.lichess_evals` (the rules
 are there); boards + failures == lines, and stats.json counts the failures by reason.
 
-Output, at `DIR/<split>/`: `boards-SSSSS-of-NNNNN.parquet`, `failures-SSSSS-of-NNNNN.parquet`
-(shard i holds the failures of the lines of boards shard i) and `stats.json`. Shards are cut
-in input order, `rows_per_shard` boards each (the last one fewer). NNNNN is known only at the
-end, so while the import runs each completed part is kept in `DIR/<split>/_import/` (its two
-Parquet files, each written under a temporary name and renamed, then `part-SSSSS.json` with
-its line range and counts, which makes it complete), beside `run.json` (the settings). Once
-the input is read, `finished.json` is written, the parts are renamed to their final names,
-stats.json is written and `_import/` is deleted.
+Output: `DIR/<split>/boards-SSSSS-of-NNNNN.parquet`, and in `DIR/<split>.meta/`
+`failures-SSSSS-of-NNNNN.parquet` (shard i holds the failures of the lines of boards shard i)
+and `stats.json` (core/schema.py has the layout). Shards are cut in input order,
+`rows_per_shard` boards each (the last one fewer). NNNNN is known only at the end, so while
+the import runs each completed part is kept in `DIR/<split>.meta/import/` (its two Parquet
+files, each written under a temporary name and renamed, then `part-SSSSS.json` with its line
+range and counts, which makes it complete), beside `run.json` (the settings). Once the input
+is read, `finished.json` is written, the parts are renamed to their final names, stats.json
+is written and `import/` is deleted.
 
 Resume: rerun with the same arguments and the completed parts are kept, their lines skipped
 (decompressed and counted, not parsed) and the import goes on from the next line; a rerun
@@ -72,10 +73,14 @@ from core.schema import (
     ROW_GROUP_SIZE,
     SCHEMA_VERSION,
     SOURCE_LICHESS_EVALS,
-    STATS_FILE,
+    failures_dir,
+    import_path,
+    local_outputs,
     shard_name,
+    stats_path,
 )
 from core.text_files import InputError
+from pipeline.card import write_card
 from pipeline.evals_input import JsonlInput, split_lines
 from pipeline.lichess_evals import (
     DEFAULT_FULLMOVE,
@@ -93,7 +98,6 @@ DEFAULT_PROGRESS_SECONDS = 5.0
 MAX_EXAMPLES = 5  # example errors kept per reason in stats.json
 FAILED_TEXT_CHARS = 200  # of a line with no FEN to show in the failures output
 
-IMPORT_DIR = "_import"
 RUN_FILE = "run.json"
 FINISHED_FILE = "finished.json"
 _PART_MANIFEST = "part-{:05d}.json"
@@ -330,16 +334,9 @@ def import_identity(input_path: str, config: LichessEvalsConfig) -> dict[str, An
     }
 
 
-def _outputs(split_dir: str) -> list[str]:
-    if not os.path.isdir(split_dir):
-        return []
-    ours = (BOARDS_PREFIX + "-", FAILURES_PREFIX + "-", STATS_FILE)
-    return sorted(os.path.join(split_dir, n) for n in os.listdir(split_dir) if n.startswith(ours))
-
-
 def _load_parts(import_dir: str, finished: bool) -> list[dict[str, Any]]:
     """The manifests of the completed parts, in order: the longest run of consecutive parts
-    whose files are there (in `_import/`, or already renamed when `finished`)."""
+    whose files are there (in `import/`, or already renamed when `finished`)."""
     manifests = []
     for index in itertools.count():
         path = os.path.join(import_dir, _PART_MANIFEST.format(index))
@@ -364,12 +361,15 @@ def _prepare(input_path: str, split_dir: str, config: LichessEvalsConfig) -> lis
     Raises ImportMismatch for an interrupted import with other settings and FileExistsError
     for a finished one, unless `overwrite`, which deletes outputs and parts alike.
     """
-    import_dir = os.path.join(split_dir, IMPORT_DIR)
+    import_dir = import_path(split_dir)
     run_file = os.path.join(import_dir, RUN_FILE)
     identity = import_identity(input_path, config)
     if config.overwrite:
-        for path in _outputs(split_dir):
-            os.remove(path)
+        for path in local_outputs(split_dir):
+            if os.path.isdir(path):  # an old layout's _import/
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
         shutil.rmtree(import_dir, ignore_errors=True)
     if os.path.exists(run_file):
         with open(run_file) as handle:
@@ -400,7 +400,7 @@ def _prepare(input_path: str, split_dir: str, config: LichessEvalsConfig) -> lis
         return parts
     if os.path.isdir(import_dir):  # a start cut short before run.json was written
         shutil.rmtree(import_dir)
-    existing = _outputs(split_dir)
+    existing = local_outputs(split_dir)
     if existing:
         raise FileExistsError(
             f"{split_dir} already holds a finished output ({len(existing)} files, e.g. "
@@ -472,11 +472,15 @@ def _progress_extra(lines: int, started: float) -> str:
 
 def _finish(split_dir: str, parts: list[dict[str, Any]]) -> None:
     """Renames the parts to their final names (a rerun after a crash here goes on renaming)."""
-    import_dir = os.path.join(split_dir, IMPORT_DIR)
+    import_dir = import_path(split_dir)
+    os.makedirs(split_dir, exist_ok=True)
     for manifest in parts:
         index = manifest["index"]
-        for prefix in (BOARDS_PREFIX, FAILURES_PREFIX):
-            final = os.path.join(split_dir, shard_name(prefix, index, len(parts)))
+        for prefix, directory in (
+            (BOARDS_PREFIX, split_dir),
+            (FAILURES_PREFIX, failures_dir(split_dir)),
+        ):
+            final = os.path.join(directory, shard_name(prefix, index, len(parts)))
             part = _part_path(import_dir, prefix, index)
             if os.path.exists(part):
                 os.replace(part, final)
@@ -530,7 +534,7 @@ def import_lichess_evals(
     if not os.path.isfile(input_path):
         raise InputError(input_path, "no such file")
     split_dir = os.path.join(output_dir, config.split)
-    import_dir = os.path.join(split_dir, IMPORT_DIR)
+    import_dir = import_path(split_dir)
     done = _prepare(input_path, split_dir, config)
     finished_file = os.path.join(import_dir, FINISHED_FILE)
     converted = 0
@@ -554,9 +558,10 @@ def import_lichess_evals(
         "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     document = summarize(parts, import_identity(input_path, config), split_dir, run)
-    _write_json(os.path.join(split_dir, STATS_FILE), document)
+    _write_json(stats_path(split_dir), document)
     os.remove(os.path.join(import_dir, RUN_FILE))  # first: leftovers are then never resumed
     shutil.rmtree(import_dir)
+    write_card(output_dir)
     return document
 
 
@@ -602,7 +607,7 @@ def _stopped(import_dir: str, signum: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    import_dir = os.path.join(args.output, args.split, IMPORT_DIR)
+    import_dir = import_path(os.path.join(args.output, args.split))
     try:
         config = config_from_args(LichessEvalsConfig, args)
         with stop_on_signals(functools.partial(_stopped, import_dir)):

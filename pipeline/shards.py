@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from collections.abc import Iterable
 
 import apache_beam as beam
@@ -18,7 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from core.schema import BOARDS_PREFIX, FAILURES_PREFIX, ROW_GROUP_SIZE, STATS_FILE, shard_name
+from core.schema import (
+    BOARDS_PREFIX,
+    FAILURES_PREFIX,
+    ROW_GROUP_SIZE,
+    STATS_FILE,
+    legacy_outputs,
+    meta_dir,
+    shard_name,
+)
 
 
 def shard_of(fen: str, num_shards: int) -> int:
@@ -42,8 +51,24 @@ def write_parquet(rows: list[dict], schema: pa.Schema, path: str) -> None:
     FileSystems.rename([temporary], [path])
 
 
+class DuplicateRows(RuntimeError):
+    """A shard received a FEN twice: the runner delivered some rows twice."""
+
+
+def check_unique(rows: list[dict], path: str) -> None:
+    """Raises DuplicateRows when two of `rows` have the same FEN (every pipeline here makes
+    one row per board, so a repeat means the runner repeated work)."""
+    fens = {row["fen"] for row in rows}
+    if len(fens) != len(rows):
+        raise DuplicateRows(
+            f"{path}: {len(rows) - len(fens)} of {len(rows)} rows repeat a FEN; the runner "
+            "delivered some rows twice, so nothing was written"
+        )
+
+
 class WriteShards(beam.PTransform):
-    """Rows (dicts with a `fen`) -> `<directory>/<prefix>-SSSSS-of-NNNNN.parquet`."""
+    """Rows (dicts with a `fen`, one per FEN) -> `<directory>/<prefix>-SSSSS-of-NNNNN.parquet`;
+    outputs (path, rows written) for each shard, so that a job can count its rows end to end."""
 
     def __init__(self, directory: str, prefix: str, num_shards: int, schema: pa.Schema):
         super().__init__()
@@ -66,10 +91,12 @@ class WriteShards(beam.PTransform):
             | "WriteShard" >> beam.MapTuple(self._write)
         )
 
-    def _write(self, index: int, grouped: dict[str, Iterable]) -> str:
+    def _write(self, index: int, grouped: dict[str, Iterable]) -> tuple[str, int]:
         path = FileSystems.join(self.directory, shard_name(self.prefix, index, self.num_shards))
-        write_parquet(list(grouped["rows"]), self.schema, path)
-        return path
+        rows = list(grouped["rows"])
+        check_unique(rows, path)
+        write_parquet(rows, self.schema, path)
+        return path, len(rows)
 
 
 def list_files(directory: str, pattern: str = "*") -> list[str]:
@@ -79,9 +106,17 @@ def list_files(directory: str, pattern: str = "*") -> list[str]:
 
 
 def output_files(split_dir: str) -> list[str]:
-    """A split's finished outputs: board and failure shards and stats.json."""
-    ours = (BOARDS_PREFIX + "-", FAILURES_PREFIX + "-", STATS_FILE)
-    return [p for p in list_files(split_dir) if os.path.basename(p).startswith(ours)]
+    """A split's finished outputs: board shards, and in its meta folder the failure shards
+    and stats.json (and those of the layout before it, beside the boards)."""
+    boards = [
+        p for p in list_files(split_dir) if os.path.basename(p).startswith(BOARDS_PREFIX + "-")
+    ]
+    meta = [
+        p
+        for p in list_files(meta_dir(split_dir))
+        if os.path.basename(p).startswith((FAILURES_PREFIX + "-", STATS_FILE))
+    ]
+    return boards + meta + legacy_outputs(split_dir)
 
 
 def clear_outputs(split_dir: str, overwrite: bool) -> None:
@@ -94,5 +129,8 @@ def clear_outputs(split_dir: str, overwrite: bool) -> None:
             f"{split_dir} already holds {len(existing)} output files "
             f"(e.g. {existing[0]}); pass --overwrite to replace them"
         )
-    if existing:
-        FileSystems.delete(existing)
+    for path in existing:
+        if os.path.isdir(path):  # an old layout's journal folder
+            shutil.rmtree(path)
+        else:
+            FileSystems.delete([path])

@@ -1,4 +1,5 @@
-"""One job at a time per output split: an OS lock on `<split>/_lock`, held while the job runs.
+"""One job at a time per output split: an OS lock on `<split>.meta/lock`, held while the job
+runs (beside the split, so that readers of the split folder never meet it).
 
 `flock` on a file this process keeps open: the kernel releases it when the process ends, however
 it ends (SIGKILL included), so it cannot go stale as a pid file can. The launching process
@@ -16,7 +17,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 
-from core.schema import LOCK_FILE
+from core.schema import lock_path, meta_dir
 
 
 class SplitBusy(RuntimeError):
@@ -47,13 +48,13 @@ def _acquire(path: str) -> int:
 
 @contextlib.contextmanager
 def split_lock(split_dir: str, job: str) -> Iterator[None]:
-    """Holds `split_dir`'s lock for the block (creating the directory); SplitBusy, naming the
+    """Holds `split_dir`'s lock for the block (creating its meta folder); SplitBusy, naming the
     holder, if another process holds it. `job` is written into the file for that message."""
     if not _is_local(split_dir):
         yield
         return
-    os.makedirs(split_dir, exist_ok=True)
-    path = os.path.join(split_dir, LOCK_FILE)
+    os.makedirs(meta_dir(split_dir), exist_ok=True)
+    path = lock_path(split_dir)
     try:
         fd = _acquire(path)
     except SplitBusy as e:

@@ -1,7 +1,9 @@
 """Run statistics: counted inside the pipeline, merged by a CombineFn, written as stats.json.
 
-Each DoFn keeps a `BundleStats` per bundle and emits it once, at the end of the bundle (a
-few records per bundle, not one per game). Every count is also a Beam metric (namespace
+Each DoFn counts into a `BundleStats` and emits it as a `(STATS_TAG, counts)` output at the
+end of each `process` call (outputs from `finish_bundle` are lost on the DaskRunner, see
+pipeline/portable.py); the DoFns that see many small elements take them in groups, so this is
+a few records per group, not one per game. Every count is also a Beam metric (namespace
 `searchless_chess`), so a runner's UI shows them while the job runs. Counting inside the
 pipeline rather than reading metrics afterwards makes stats.json the same on every runner.
 """
@@ -15,8 +17,8 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.windowed_value import WindowedValue
+
+from pipeline.portable import singleton, tagged
 
 METRICS_NAMESPACE = "searchless_chess"
 STATS_TAG = "stats"
@@ -71,7 +73,7 @@ class MergeStats(beam.CombineFn):
 
 
 class BundleStats:
-    """Counts for one bundle of one DoFn, mirrored into Beam metrics as they happen."""
+    """Counts of one DoFn since its last `emit`, mirrored into Beam metrics as they happen."""
 
     def __init__(self) -> None:
         self.partial = empty()
@@ -94,11 +96,41 @@ class BundleStats:
     def input_error(self, path: str, error: str) -> None:
         self.partial["input_errors"].append({"file": path, "error": error})
 
-    def emit(self):
-        """The bundle's stats as a finish_bundle output on the stats tag (then starts over)."""
+    def emit(self) -> tuple[str, dict[str, Any]]:
+        """The counts so far as a `(STATS_TAG, counts)` output of `process` (then starts over)."""
         partial, self.partial = self.partial, empty()
-        value = WindowedValue(partial, GlobalWindow().max_timestamp(), [GlobalWindow()])
-        return beam.pvalue.TaggedOutput(STATS_TAG, value)
+        return tagged(STATS_TAG, partial)
+
+
+def written(kind: str, rows: int) -> dict[str, Any]:
+    """One shard written, as counts (`written.<kind>.rows`, `.files`), merged with the job's
+    other stats so that the last step can compare rows written with rows counted."""
+    partial = empty()
+    partial["counts"] = {f"written.{kind}.rows": rows, f"written.{kind}.files": 1}
+    return partial
+
+
+def check_written(merged: dict[str, Any], expected: dict[str, tuple[int, int]], path: str):
+    """Raises RowsLost unless, for each kind, the rows and files written (`written`) are the
+    (rows, files) expected; `path` is the stats file that is then not written."""
+    c = merged["counts"]
+    for kind, (rows, files) in expected.items():
+        got_rows, got_files = c.get(f"written.{kind}.rows", 0), c.get(f"written.{kind}.files", 0)
+        if (got_rows, got_files) != (rows, files):
+            raise RowsLost(
+                f"{kind}: {rows:,} rows counted in {files} shard(s) but {got_rows:,} written in "
+                f"{got_files}; the runner lost or repeated work, so {path} was not written "
+                "(rerun the command)"
+            )
+
+
+class RowsLost(RuntimeError):
+    """The rows written are not the rows a job counted: a runner lost or repeated work."""
+
+
+def merge_all(collections: list, label: str = "MergeStats"):
+    """The stats outputs of every stage -> one merged stats element."""
+    return singleton(tuple(collections) | f"{label}.All" >> beam.Flatten(), label, MergeStats())
 
 
 def summarize(partial: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:

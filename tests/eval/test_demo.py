@@ -11,6 +11,7 @@ import pathlib
 import chess.pgn
 import pytest
 
+from core.schema import stats_path
 from eval import demo
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -111,5 +112,7 @@ def test_the_demo_runs_every_step_and_reuses_them(small_demo, sample_games, caps
     redone = demo.annotate(changed, demo.StepLog(pathlib.Path(config.results) / "steps.json"))
     assert "starting over" in capsys.readouterr().out
     assert redone["train"]["unique_boards"] == summary["data"]["train"]["unique_boards"]
-    stats = json.loads((pathlib.Path(config.work) / "train" / "stats.json").read_text())
+    stats = json.loads(
+        pathlib.Path(stats_path(str(pathlib.Path(config.work) / "train"))).read_text()
+    )
     assert stats["limit"] == "nodes=60"

@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from eval.plot import main as plot_main
 from model import config as config_lib
+from model import scalar_events
 from model.checkpoint import CheckpointNotFoundError, load_params
 from model.data import load_boards, make_view
 from model.predictor import Predictor
@@ -120,6 +122,19 @@ def test_state_value_and_behavioural_cloning_train_and_predict(synthetic_data, t
         Predictor.from_checkpoint(str(tmp_path), step=2)
 
 
+def tensorboard_scalars(run: pathlib.Path) -> dict[str, list[tuple[int, float]]]:
+    """The run's scalars as TensorBoard reads them, without the clock-dependent rate."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    return {
+        tag: [(e.step, e.value) for e in events.Scalars(tag)]
+        for tag in events.Tags()["scalars"]
+        if not tag.endswith("examples_per_s")
+    }
+
+
 def train_command(data: pathlib.Path, out: pathlib.Path, steps: int) -> list[str]:
     sets = [f"model.{k}={v}" for k, v in TINY_MODEL.items()]
     sets += ["checkpoint_every=10", "log_every=4", "learning_rate=1e-3", "keep_checkpoints=3"]
@@ -175,6 +190,9 @@ def test_a_killed_process_resumes_where_its_checkpoint_left_off(synthetic_data, 
     # The log is cut back to the checkpoint and redone: as if never killed.
     assert metrics_log(out) == metrics_log(straight)
     assert len(metrics_log(straight)) == steps // 4 + steps // 10
+    # TensorBoard's view too: the resumed run's restart marker drops the redone steps' events.
+    if scalar_events.available():
+        assert tensorboard_scalars(out) == tensorboard_scalars(straight)
 
 
 @pytest.mark.slow
@@ -274,3 +292,32 @@ def test_small_model_learns_real_action_values(annotated_data, tmp_path):
     correlation = spearmanr(np.concatenate(predicted), labels).statistic
     print(f"test loss {test_loss:.3f}, histogram {histogram_loss:.3f}, Spearman {correlation:.3f}")
     assert correlation > 0.15
+
+
+@pytest.mark.slow
+def test_metrics_reach_tensorboard_and_the_learning_curves(synthetic_data, tmp_path):
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator",
+        reason="the tensorboard extra is not installed",
+    )
+    config = tiny(synthetic_data, num_steps=6, log_every=2, eval_every=3)
+    config = config.replace(data={"test": str(synthetic_data / "test")})
+    train(config, str(tmp_path), log=lambda _: None)
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+
+    events = event_accumulator.EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()  # TensorBoard's own reader
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "train/accuracy", "eval/test_loss", "eval/kendall_tau"} <= tags
+    assert not any(tag.endswith("/time") or tag.endswith("/step") for tag in tags)
+    for kind, key in (("train", "loss"), ("eval", "action_accuracy")):
+        logged = [(r["step"], r[key]) for r in records if r["kind"] == kind]
+        read = [(e.step, e.value) for e in events.Scalars(f"{kind}/{key}")]
+        assert [s for s, _ in read] == [s for s, _ in logged] and len(logged) >= 2
+        np.testing.assert_allclose([v for _, v in read], [v for _, v in logged], rtol=1e-6)
+
+    png = tmp_path / "curves.png"
+    assert plot_main([str(tmp_path), "--out", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "bad.jsonl").write_text('{"kind": "train", "step": 1}\nnot json\n')
+    assert plot_main([str(tmp_path / "bad.jsonl"), "--out", str(png)]) == 1

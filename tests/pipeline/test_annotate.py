@@ -26,8 +26,8 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from core.actions import legal_actions
-from core.schema import FAILURE_SCHEMA, check_schema, read_boards
-from pipeline import annotate, annotate_boards, annotate_config, pgn
+from core.schema import FAILURE_SCHEMA, check_schema, meta_dir, read_boards, stats_path
+from pipeline import annotate, annotate_boards, annotate_config, pgn, portable
 from pipeline.engine import Limit
 
 
@@ -48,7 +48,7 @@ def _rows(out, split="train") -> list[dict]:
 
 
 def _stats(out, split="train") -> dict:
-    return json.loads((out / split / "stats.json").read_text())
+    return json.loads(pathlib.Path(stats_path(str(out / split))).read_text())
 
 
 def _check_rows(rows: list[dict]) -> None:
@@ -116,15 +116,16 @@ def test_bad_input_is_counted_and_skipped_and_no_good_game_is_lost(inputs, tmp_p
     assert any("illegal1" in text for text in stats["examples"]["illegal_move"])
     assert len(stats["engine_names"]) == 1 and stats["engine_names"][0].startswith("Stockfish")
     assert stats["limit"] == "nodes=50" and stats["reproducible"] is True
-    names = sorted(os.listdir(out / "train"))
-    assert names == [
+    assert sorted(os.listdir(out / "train")) == [  # the split folder holds only boards
         "boards-00000-of-00003.parquet",
         "boards-00001-of-00003.parquet",
         "boards-00002-of-00003.parquet",
+    ]
+    assert sorted(os.listdir(meta_dir(str(out / "train")))) == [
         "failures-00000-of-00001.parquet",
         "stats.json",
     ]
-    failures = pq.read_table(out / "train" / "failures-00000-of-00001.parquet")
+    failures = pq.read_table(f"{meta_dir(str(out / 'train'))}/failures-00000-of-00001.parquet")
     check_schema(failures.schema, "failures", FAILURE_SCHEMA)
     assert failures.num_rows == 0
 
@@ -207,7 +208,9 @@ def test_a_board_the_engine_keeps_dying_on_goes_to_the_failures_output(
             "1",
         ]  # fmt: skip
     )
-    failures = pq.read_table(out / "train" / "failures-00000-of-00001.parquet").to_pylist()
+    failures = pq.read_table(
+        f"{meta_dir(str(out / 'train'))}/failures-00000-of-00001.parquet"
+    ).to_pylist()
     assert [f["fen"] for f in failures] == [poison]
     assert "2 attempts failed" in failures[0]["error"] and "code 7" in failures[0]["error"]
     assert failures[0]["limit"] == "nodes=20" and failures[0]["engine"].startswith("Stockfish")
@@ -226,11 +229,11 @@ def test_boards_with_no_legal_move_are_dropped_and_counted(tmp_path, stockfish):
         annotate_config.EngineConfig(stockfish), Limit.parse("nodes=10"), 30.0, 1
     )
     with test_pipeline.TestPipeline(argv=["--runner=DirectRunner"]) as p:
-        boards = p | beam.Create([(mated, 1), (stalemated, 2), (start, 5)])
-        out = boards | beam.ParDo(dofn).with_outputs("stats", "failures", main="rows")
-        fens = out.rows | beam.Map(lambda row: row["fen"])
+        group = p | beam.Create([(0, [(mated, 1), (stalemated, 2), (start, 5)], None)])
+        out = portable.split(group | beam.ParDo(dofn), ("rows", "failures", "stats"), "Out")
+        fens = out["rows"] | beam.Map(lambda row: row["fen"])
         assert_that(fens, equal_to([start]), label="rows")
-        counts = out.stats | beam.Map(lambda partial: partial["counts"].get("no_legal_moves", 0))
+        counts = out["stats"] | beam.Map(lambda partial: partial["counts"].get("no_legal_moves", 0))
         assert_that(counts | beam.CombineGlobally(sum), equal_to([2]), label="dropped")
 
 
@@ -249,7 +252,9 @@ def test_the_runner_defaults_to_the_direct_runner_and_beam_options_pass_through(
     assert "--runner=DirectRunner" in beam_args and "--direct_num_workers=2" in beam_args
     assert config.limit == Limit("nodes", 2000) and config.engine.threads == 1
     _, beam_args = annotate.parse_args(["x.pgn", "--out", "o", "--runner", "DataflowRunner"])
-    assert "--runner=DirectRunner" not in beam_args
+    assert "--runner=DirectRunner" not in beam_args and "--runner=DataflowRunner" in beam_args
+    _, beam_args = annotate.parse_args(["x.pgn", "--out", "o", "--runner=DaskRunner"])
+    assert "--runner=apache_beam.runners.dask.dask_runner.DaskRunner" in beam_args
 
 
 GAMES_FILE = "lichess_db_standard_rated_2021-10_head999__kdave_pgn-toys.pgn"

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from core.schema import LOCK_FILE
+from core.schema import lock_path, meta_dir, stats_path
 from pipeline import annotate
 from pipeline.split_lock import SplitBusy, split_lock
 
@@ -72,7 +72,7 @@ def test_a_run_in_which_every_board_failed_exits_1_saying_so(tmp_path, scholar):
     result = _run(str(scholar), "--out", str(out), "--limit", "nodes=10", "--engine", crasher,
                   "--retries", "0")  # fmt: skip
     assert result.returncode == 1
-    failures = out / "train" / "failures-00000-of-00001.parquet"
+    failures = pathlib.Path(meta_dir(str(out / "train"))) / "failures-00000-of-00001.parquet"
     said = _said(result)
     assert said[-1].startswith(f"error: every board failed (7; they are in {failures}); the first")
     assert "code 3" in said[-1]
@@ -94,7 +94,7 @@ def test_an_empty_pgn_is_named_and_a_run_that_read_no_game_exits_1(
     both = tmp_path / "both"
     assert annotate.main([str(empty), str(scholar), "--out", str(both), "--limit", "nodes=10"]) == 0
     assert f"WARNING: {empty}: no game in it" in capfd.readouterr().err
-    document = json.loads((both / "train" / "stats.json").read_text())
+    document = json.loads(pathlib.Path(stats_path(str(both / "train"))).read_text())
     assert document["games"]["inputs_without_games"] == 1 and document["games"]["read"] == 1
     assert document["examples"]["no_games"] == [str(empty)]
 
@@ -122,15 +122,16 @@ def test_a_second_run_into_a_split_being_written_is_refused(tmp_path, scholar, s
         assert len(said) == 1 and said[0].startswith(
             f"error: {split} is being written by another run (annotate pid {holder.pid}"
         )
-        assert not (split / "_journal").exists()  # it touched nothing
+        assert os.listdir(meta_dir(str(split))) == ["lock"]  # it touched nothing
+        assert not split.exists()
     finally:
         holder.kill()  # SIGKILL: the kernel releases its lock, the file stays behind
         holder.wait()
-    assert (split / LOCK_FILE).exists()
+    assert pathlib.Path(lock_path(str(split))).exists()
     after = _run(*argv)
     assert after.returncode == 0, after.stderr[-3000:]
-    assert sorted(p.name for p in split.iterdir()) == [
-        "boards-00000-of-00001.parquet",
+    assert sorted(p.name for p in split.iterdir()) == ["boards-00000-of-00001.parquet"]
+    assert sorted(os.listdir(meta_dir(str(split)))) == [
         "failures-00000-of-00001.parquet",
         "stats.json",
     ]  # the lock file is gone with the run that held it last
@@ -144,7 +145,8 @@ def test_the_split_lock_is_exclusive_and_released(tmp_path):
                 pass
     with split_lock(split, "third"):
         pass
-    assert os.listdir(split) == []
+    assert os.listdir(meta_dir(split)) == []  # the lock beside the split, gone
+    assert not os.path.exists(split)  # readers of the split folder never meet it
 
 
 def test_an_engine_that_dies_in_the_handshake_is_one_line(tmp_path, scholar):

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.actions import ACTIONS, legal_actions
-from core.schema import read_boards
+from core.schema import meta_dir, read_boards, stats_path
 from model import config as config_lib
 from model.data import load_boards
 from model.train import train
@@ -124,7 +124,7 @@ def test_av_records_become_one_complete_row_per_board(clean_av, imported_av):
     assert document["boards"] == {"written": 12, "partial": 0, "conflicting": 0, "failed": 0}
     assert document["action_values"] == len(records)
     assert document["input_errors"] == []
-    on_disk = json.loads((split / "stats.json").read_text())
+    on_disk = json.loads(pathlib.Path(stats_path(str(split))).read_text())
     assert on_disk["boards"]["written"] == 12 and on_disk["kind"] == "av"
     assert len(list(split.glob("boards-*-of-00003.parquet"))) == 3
 
@@ -221,7 +221,7 @@ def test_bad_boards_are_reported_and_the_rest_kept(tmp_path):
 
 
 def read_failures(split) -> dict[str, str]:
-    table = pq.read_table(next(split.glob("failures-*.parquet")))
+    table = pq.read_table(next(pathlib.Path(meta_dir(str(split))).glob("failures-*.parquet")))
     return dict(zip(table["fen"].to_pylist(), table["error"].to_pylist(), strict=True))
 
 
@@ -249,7 +249,7 @@ def test_a_truncated_shard_is_named_and_the_others_imported(clean_av, tmp_path, 
     out = tmp_path / "out"
     code = import_main(["--input", f"{good},{cut}", "--kind", "av", "--output", str(out), *BEAM])
     assert code == 1  # imported what it could, but says something was wrong
-    document = json.loads((out / "train" / "stats.json").read_text())
+    document = json.loads(pathlib.Path(stats_path(str(out / "train"))).read_text())
     (error,) = document["input_errors"]
     assert error["file"] == str(cut)
     assert document["shards"] == {"read": 1, "unreadable": 1}

@@ -23,7 +23,15 @@ import pytest
 import zstandard
 
 from core.actions import move_to_index
-from core.schema import BOARD_SCHEMA, FAILURE_SCHEMA, SOURCE_LICHESS_EVALS, check_schema
+from core.schema import (
+    BOARD_SCHEMA,
+    FAILURE_SCHEMA,
+    SOURCE_LICHESS_EVALS,
+    check_schema,
+    import_path,
+    meta_dir,
+    stats_path,
+)
 from core.values import win_probability
 from pipeline import import_lichess_evals as lev
 from pipeline.import_lichess_evals import (
@@ -67,15 +75,17 @@ def write_input(path: Path, lines: list[str], compressed: bool = True) -> Path:
 def rows_of(split_dir: Path, prefix: str = "boards") -> list[dict]:
     rows = []
     schema = BOARD_SCHEMA if prefix == "boards" else FAILURE_SCHEMA
-    for file in sorted(split_dir.glob(f"{prefix}-*.parquet")):
+    directory = split_dir if prefix == "boards" else Path(meta_dir(str(split_dir)))
+    for file in sorted(directory.glob(f"{prefix}-*.parquet")):
         check_schema(pq.read_schema(file), str(file), schema)
         rows.extend(pq.read_table(file).to_pylist())
     return rows
 
 
 def contents(split_dir: Path) -> dict[str, list[dict]]:
-    """Every Parquet file of a finished split by name, as rows."""
-    return {f.name: pq.read_table(f).to_pylist() for f in sorted(split_dir.glob("*.parquet"))}
+    """Every Parquet file of a finished split (and its meta folder) by name, as rows."""
+    files = [*split_dir.glob("*.parquet"), *Path(meta_dir(str(split_dir))).glob("*.parquet")]
+    return {f.name: pq.read_table(f).to_pylist() for f in sorted(files)}
 
 
 def row(line: str) -> dict:
@@ -289,6 +299,8 @@ def test_import_writes_rows_failures_and_stats(tmp_path):
     assert sorted(os.listdir(split)) == [
         "boards-00000-of-00002.parquet",
         "boards-00001-of-00002.parquet",
+    ]
+    assert sorted(os.listdir(meta_dir(str(split)))) == [
         "failures-00000-of-00002.parquet",
         "failures-00001-of-00002.parquet",
         "stats.json",
@@ -296,7 +308,7 @@ def test_import_writes_rows_failures_and_stats(tmp_path):
     # The first shard holds two boards and the failures of the lines up to the second board.
     assert len(rows_of(split, "failures-00000")) == 5
 
-    stats = json.loads((split / "stats.json").read_text())
+    stats = json.loads(Path(stats_path(str(split))).read_text())
     assert stats == document
     assert stats["input"] == str(source) and stats["input_bytes"] == source.stat().st_size
     assert stats["lines"] == 12 and stats["boards"] == 3 and stats["shards"] == 2
@@ -419,7 +431,7 @@ def test_resume_after_a_crash_between_parts(tmp_path, monkeypatch):
     with pytest.raises(Crash):
         import_lichess_evals(str(source), str(out), config)
     monkeypatch.undo()
-    assert not (out / "train" / "stats.json").exists()
+    assert not Path(stats_path(str(out / "train"))).exists()
     assert committed[-1]["last_line"] == 5  # two parts: lines 1-5 (4 boards, 1 failure)
 
     converted = []
@@ -431,7 +443,7 @@ def test_resume_after_a_crash_between_parts(tmp_path, monkeypatch):
     assert document["resumed"] == {"parts": 2, "lines": 5}
     assert contents(out / "train") == ref_files
     _same_stats(document, ref_stats)
-    assert not (out / "train" / "_import").exists()
+    assert not Path(import_path(str(out / "train"))).exists()
 
 
 def test_resume_after_a_crash_inside_a_part(tmp_path, monkeypatch):
@@ -451,7 +463,7 @@ def test_resume_after_a_crash_inside_a_part(tmp_path, monkeypatch):
     with pytest.raises(Crash):
         import_lichess_evals(str(source), str(out), config)
     monkeypatch.undo()
-    import_dir = out / "train" / "_import"
+    import_dir = Path(import_path(str(out / "train")))
     (import_dir / "boards-part-00004.parquet.tmp").write_bytes(b"half a file")
     (import_dir / "part-00009.json").write_text("{}")  # not after the last complete part
 
@@ -500,7 +512,7 @@ def test_resume_after_the_process_is_killed(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    third = out / "train" / "_import" / "part-00002.json"
+    third = Path(import_path(str(out / "train"))) / "part-00002.json"
     deadline = time.monotonic() + 30
     while not third.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
@@ -508,7 +520,7 @@ def test_resume_after_the_process_is_killed(tmp_path):
     assert process.wait() == -signal.SIGKILL, "the import ended before it could be killed"
 
     assert main([*args]) == 0
-    stats = json.loads((out / "train" / "stats.json").read_text())
+    stats = json.loads(Path(stats_path(str(out / "train"))).read_text())
     assert stats["resumed"]["parts"] >= 3 and stats["lines"] == 3000
     reference = tmp_path / "ref"
     assert main(["--input", str(source), "--output", str(reference), "--rows-per-shard", "50"]) == 0
@@ -524,7 +536,8 @@ def test_ctrl_c_keeps_the_completed_parts_in_one_line_with_130(tmp_path):
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # the Ctrl-C goes to the whole group, as a terminal's
     )  # fmt: skip
-    third = out / "train" / "_import" / "part-00002.json"
+    import_dir = Path(import_path(str(out / "train")))
+    third = import_dir / "part-00002.json"
     deadline = time.monotonic() + 30
     while not third.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
@@ -534,13 +547,13 @@ def test_ctrl_c_keeps_the_completed_parts_in_one_line_with_130(tmp_path):
     assert "Traceback" not in stderr
     kept = re.fullmatch(
         rf"import: stopped by SIGINT; (\d+) completed part\(s\) kept in "
-        rf"{re.escape(str(out / 'train' / '_import'))}: rerun the same command to resume",
+        rf"{re.escape(str(import_dir))}: rerun the same command to resume",
         stderr.splitlines()[-1],
     )
     assert kept and int(kept.group(1)) >= 3
 
     assert main([*args]) == 0
-    stats = json.loads((out / "train" / "stats.json").read_text())
+    stats = json.loads(Path(stats_path(str(out / "train"))).read_text())
     assert stats["resumed"]["parts"] >= 3 and stats["lines"] == 3000
 
 
@@ -574,8 +587,8 @@ def test_a_finished_output_is_refused_unless_overwrite(tmp_path):
         import_lichess_evals(str(source), str(out), LichessEvalsConfig(rows_per_shard=2))
     document = import_lichess_evals(str(source), str(out), LichessEvalsConfig(overwrite=True))
     assert document["shards"] == 1
-    assert sorted(p.name for p in (out / "train").iterdir()) == [
-        "boards-00000-of-00001.parquet",
+    assert sorted(p.name for p in (out / "train").iterdir()) == ["boards-00000-of-00001.parquet"]
+    assert sorted(p.name for p in Path(meta_dir(str(out / "train"))).iterdir()) == [
         "failures-00000-of-00001.parquet",
         "stats.json",
     ]
@@ -585,8 +598,10 @@ def test_a_finished_output_is_refused_unless_overwrite(tmp_path):
 
 
 def _files(split_dir: Path) -> dict[str, bytes]:
-    """Every Parquet file of a finished split by name, as bytes."""
-    return {f.name: f.read_bytes() for f in sorted(split_dir.glob("*.parquet"))}
+    """Every Parquet file of a finished split (boards, and failures in its meta folder) by
+    name, as bytes."""
+    folders = (split_dir, Path(meta_dir(str(split_dir))))
+    return {f.name: f.read_bytes() for d in folders for f in sorted(d.glob("*.parquet"))}
 
 
 def _many_mixed_lines() -> list[str]:
@@ -716,7 +731,9 @@ def test_workers_end_when_the_import_is_killed(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    first = out / "train" / "_import" / "part-00000.json"  # so the workers are converting
+    first = (
+        Path(import_path(str(out / "train"))) / "part-00000.json"
+    )  # so the workers are converting
     deadline = time.monotonic() + 30
     while not first.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)

@@ -1,4 +1,4 @@
-"""An interrupted annotation run resumes from its journal (`<split>/_journal/`).
+"""An interrupted annotation run resumes from its journal (`<split>.meta/journal/`).
 
 The real CLI is killed with SIGKILL (or stopped with Ctrl-C) once its first journal part
 exists and run again; the rerun must reuse the journaled boards and write the same shards, byte
@@ -19,7 +19,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from core.schema import JOURNAL_DIR, JOURNAL_RUN_FILE
+from core.schema import JOURNAL_RUN_FILE, journal_path, meta_dir, stats_path
 from pipeline import annotate, annotate_output
 from pipeline.annotate_journal import JOURNAL_SECONDS, JournalWriter
 from pipeline.split_lock import SplitBusy, split_lock
@@ -51,17 +51,19 @@ def reference(games, stockfish, tmp_path_factory) -> tuple[pathlib.Path, dict]:
     return out / "train", document
 
 
-def _files(split: pathlib.Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(split.iterdir())}
+def _files(split: pathlib.Path) -> dict[str, pathlib.Path]:
+    """The split's files and its meta folder's (by name: they never clash)."""
+    meta = pathlib.Path(meta_dir(str(split)))
+    return {p.name: p for d in (split, meta) for p in sorted(d.iterdir())}
 
 
 def _assert_same_outputs(split: pathlib.Path, reference_split: pathlib.Path) -> None:
     mine, theirs = _files(split), _files(reference_split)
-    assert sorted(mine) == sorted(theirs)  # in particular: no _journal left behind
-    for name in theirs:
+    assert sorted(mine) == sorted(theirs)  # in particular: no journal left behind
+    for name, path in theirs.items():
         if name.endswith(".parquet"):
-            assert pq.read_table(split / name).equals(pq.read_table(reference_split / name))
-            assert mine[name] == theirs[name], name
+            assert pq.read_table(mine[name]).equals(pq.read_table(path))
+            assert mine[name].read_bytes() == path.read_bytes(), name
 
 
 def _row(fen: str) -> dict:
@@ -99,7 +101,7 @@ def test_a_killed_run_resumes_from_its_journal_with_identical_shards(
 ):
     reference_split, reference_stats = reference
     out = tmp_path / "out"
-    journal = out / "train" / JOURNAL_DIR
+    journal = pathlib.Path(journal_path(str(out / "train")))
     more = ("--journal-every", "20", "--progress-seconds", "0.2")
     command = [sys.executable, "-m", "pipeline.annotate", *_argv(games, out, stockfish, *more)]
     with open(tmp_path / "killed.log", "wb") as log:
@@ -123,7 +125,7 @@ def test_a_killed_run_resumes_from_its_journal_with_identical_shards(
             except ProcessLookupError:
                 pass
     assert (journal / JOURNAL_RUN_FILE).exists()
-    assert not (out / "train" / "stats.json").exists()
+    assert not pathlib.Path(stats_path(str(out / "train"))).exists()
 
     rerun = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
@@ -170,6 +172,7 @@ def test_ctrl_c_stops_in_one_line_with_130_and_the_rerun_resumes(
     reference_split, _ = reference
     out = tmp_path / "out"
     split = out / "train"
+    journal = pathlib.Path(journal_path(str(split)))
     argv = _argv(games, out, stockfish, "--journal-every", "5")
     log = tmp_path / "stopped.log"
     with open(log, "wb") as handle:
@@ -179,7 +182,7 @@ def test_ctrl_c_stops_in_one_line_with_130_and_the_rerun_resumes(
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=handle, start_new_session=True,
         )  # fmt: skip
         try:
-            _wait_for_a_journal_part(process, split / JOURNAL_DIR, log)
+            _wait_for_a_journal_part(process, journal, log)
             with pytest.raises(SplitBusy):  # the running command holds the split
                 with split_lock(str(split), "test"):
                     pass
@@ -195,9 +198,9 @@ def test_ctrl_c_stops_in_one_line_with_130_and_the_rerun_resumes(
     assert "Traceback" not in stderr, stderr[-3000:]
     last = stderr.splitlines()[-1]
     assert last.startswith(f"annotate: stopped by SIGINT; the boards annotated so far are in "
-                           f"the journal {split / JOURNAL_DIR}")  # fmt: skip
+                           f"the journal {journal}")  # fmt: skip
     assert last.endswith("rerun the same command to resume")
-    assert (split / JOURNAL_DIR / JOURNAL_RUN_FILE).exists()
+    assert (journal / JOURNAL_RUN_FILE).exists()
 
     document = annotate.run(argv)
     assert document["resumed"]["boards"] > 0
@@ -221,11 +224,11 @@ def test_unreadable_parts_and_rows_of_other_boards_are_skipped(
         writer.add(dict(row, count=row["count"] + 1000))  # the current count must win
     writer.add(dict(rows[0], fen="4k3/8/8/8/8/8/8/4K2R w K - 0 1"))  # not a board of this run
     writer.flush()
-    journal = out / "train" / JOURNAL_DIR
+    journal = pathlib.Path(journal_path(str(out / "train")))
     (journal / "part-damaged-000000.parquet").write_bytes(b"PAR1 cut short")
     (journal / "part-killed-000000.parquet.tmp").write_bytes(b"PAR1 half written")
     # A completed run's outputs refuse a rerun; an interrupted run's partial ones do not.
-    (out / "train" / "stats.json").write_text("{}")
+    pathlib.Path(stats_path(str(out / "train"))).write_text("{}")
 
     document = annotate.run(argv)
     assert document["resumed"] == {
@@ -251,7 +254,7 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
         config, [str(tmp_path / "in.pgn")], annotate.uci_name(stockfish)
     )
     annotate_output.prepare_output(config, identity)
-    journal = out / "train" / JOURNAL_DIR
+    journal = pathlib.Path(journal_path(str(out / "train")))
     assert json.loads((journal / JOURNAL_RUN_FILE).read_text())["run"]["limit"] == "nodes=30"
 
     changed = [*argv, "--limit", "nodes=20", "--seed", "1"]
@@ -268,8 +271,8 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
     document = annotate.run([*changed, "--overwrite"])
     assert document["resumed"]["boards"] == 0 and document["boards"]["annotated"] == 7
     assert not journal.exists()
-    assert sorted(os.listdir(out / "train")) == [
-        "boards-00000-of-00001.parquet",
+    assert sorted(os.listdir(out / "train")) == ["boards-00000-of-00001.parquet"]
+    assert sorted(os.listdir(meta_dir(str(out / "train")))) == [
         "failures-00000-of-00001.parquet",
         "stats.json",
     ]
