@@ -37,10 +37,8 @@ from bench.tokenize import random_game_fens
 from core.actions import legal_actions
 from pipeline.bag import BagReader, BagWriter
 from pipeline.bag_records import decode_av, encode_av
-from pipeline.import_chessbench import ImportConfig as ChessBenchConfig
-from pipeline.import_chessbench import run_config
-from pipeline.import_lichess_evals import ImportConfig as EvalsConfig
-from pipeline.import_lichess_evals import import_lichess_evals
+from pipeline.import_chessbench import ChessBenchConfig, run_config
+from pipeline.import_lichess_evals import LichessEvalsConfig, import_lichess_evals
 
 TARGET_RECORDS_PER_S = 200_000
 
@@ -170,7 +168,7 @@ def bench_evals(directory: str, lines: int) -> dict:
         parsed = sum(1 for line in stream if json.loads(line))
     json_only = parsed / (time.perf_counter() - began)
     began = time.perf_counter()
-    config = EvalsConfig(progress_seconds=3600)
+    config = LichessEvalsConfig(progress_seconds=3600)
     document = import_lichess_evals(path, os.path.join(directory, "evals"), config)
     wall = time.perf_counter() - began
     return {

@@ -31,7 +31,7 @@ import numpy as np
 from bench.tokenize import random_game_fens
 from core import bins
 from core.actions import legal_actions, move_to_index
-from core.schema import shard_name, write_boards
+from core.schema import make_board_row, shard_name, write_boards
 from core.tokenizer import tokenize
 from model.data import Batches, load_boards
 
@@ -57,20 +57,15 @@ def write_bench_shards(directory: str, num_boards: int, num_shards: int = 4) -> 
         probs = [rng.random() for _ in moves]
         best = int(np.argmax(probs))
         rows.append(
-            {
-                "fen": fen,
-                "count": 1,
-                "moves": moves,
-                "win_probs": probs,
-                "cp": [None] * len(moves),
-                "mate": [None] * len(moves),
-                "best_move": moves[best],
-                "state_win_prob": probs[best],
-                "state_cp": None,
-                "state_mate": None,
-                "engine": "bench",
-                "limit": "none",
-            }
+            make_board_row(
+                fen,
+                moves=moves,
+                win_probs=probs,
+                best_move=moves[best],
+                state_win_prob=probs[best],
+                engine="bench",
+                limit="none",
+            )
         )
     per_shard = -(-len(rows) // num_shards)
     for i in range(num_shards):

@@ -40,6 +40,7 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -94,6 +95,74 @@ BOARD_FIELDS = [
     pa.field("engine", pa.string(), nullable=False),
     pa.field("limit", pa.string(), nullable=False),
 ]
+
+
+class BoardRow(TypedDict):
+    """One row of BOARD_FIELDS as Python values (pyarrow's from_pylist and Beam's Parquet
+    sink take it as it is). Build it with `make_board_row`."""
+
+    fen: str
+    count: int
+    moves: list[str]
+    win_probs: list[float]
+    cp: list[int | None] | None  # None: no engine scores at all (ChessBench)
+    mate: list[int | None] | None
+    best_move: str
+    state_win_prob: float | None
+    state_cp: int | None
+    state_mate: int | None
+    partial: bool
+    source: str
+    engine: str
+    limit: str
+
+
+def make_board_row(
+    fen: str,
+    *,
+    engine: str,
+    limit: str,
+    count: int = 1,
+    moves: Sequence[str] = (),
+    win_probs: Sequence[float] = (),
+    cp: Sequence[int | None] | None = None,
+    mate: Sequence[int | None] | None = None,
+    best_move: str = "",
+    state_win_prob: float | None = None,
+    state_cp: int | None = None,
+    state_mate: int | None = None,
+    partial: bool = False,
+    source: str = SOURCE_ANNOTATE,
+) -> BoardRow:
+    """A BoardRow; `cp` and `mate` default to nulls beside each move. ValueError when the
+    per-move lists are not parallel to `moves` or `source` is not one of SOURCES."""
+    n = len(moves)
+    cp = [None] * n if cp is None else list(cp)
+    mate = [None] * n if mate is None else list(mate)
+    if not len(win_probs) == len(cp) == len(mate) == n:
+        raise ValueError(
+            f"board {fen!r}: {n} moves but {len(win_probs)} win_probs, {len(cp)} cp, "
+            f"{len(mate)} mate"
+        )
+    if source not in SOURCES:
+        raise ValueError(f"board {fen!r}: source {source!r} is not one of {list(SOURCES)}")
+    return BoardRow(
+        fen=fen,
+        count=count,
+        moves=list(moves),
+        win_probs=list(win_probs),
+        cp=cp,
+        mate=mate,
+        best_move=best_move,
+        state_win_prob=state_win_prob,
+        state_cp=state_cp,
+        state_mate=state_mate,
+        partial=partial,
+        source=source,
+        engine=engine,
+        limit=limit,
+    )
+
 
 # What each column means, for the dataset card (pipeline/card.py).
 COLUMN_DOCS = {

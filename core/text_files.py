@@ -11,6 +11,16 @@ from typing import TextIO
 import zstandard
 
 
+class InputError(OSError):
+    """An input that cannot be opened or read to its end; `path` names it. (Raised by the
+    pipeline's readers; here, below them all, so that a reader without Apache Beam need not
+    load pipeline.sources to raise it.)"""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
 class NotTextError(ValueError):
     """The file is not UTF-8 text (or not the zstd stream its name promises)."""
 

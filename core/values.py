@@ -8,6 +8,8 @@ move is already mated (python-chess reports such a board as Mate(-0)) and is 0.0
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,3 +50,36 @@ def win_probabilities(cp: np.ndarray, mate: np.ndarray) -> np.ndarray:
     from_cp = 0.5 * (1.0 + np.tanh(0.5 * LICHESS_CP_SCALE * cp))  # == sigmoid, overflow-free
     from_mate = np.where(mate > 0, 1.0, 0.0)
     return np.where(np.isnan(mate), from_cp, from_mate)
+
+
+@dataclass(frozen=True)
+class Score:
+    """An engine score from the side to move's view: exactly one of `cp` and `mate`.
+
+    `mate=N>0` mates in N, `mate=-N` is mated in N, `mate=0` is already mated. The labels'
+    client (pipeline.engine) and the oracle agent (eval.engines) both score moves with it.
+    """
+
+    cp: int | None = None
+    mate: int | None = None
+
+    @property
+    def win_prob(self) -> float:
+        return win_probability(cp=self.cp, mate=self.mate)
+
+    def rank_key(self) -> tuple[int, int]:
+        """Orders scores from worst to best: being mated soonest < cp < mating soonest."""
+        if self.mate is None:
+            return (1, self.cp)
+        if self.mate > 0:
+            return (2, -self.mate)
+        return (0, -self.mate)
+
+
+def best_score_index(scores: Sequence[Score]) -> int:
+    """The tie rule of the labels and the oracle: the index of the best score by `rank_key`
+    (the win probability, then the shortest mate or the highest cp); ties go to the first,
+    so with moves in action-space order the choice is deterministic."""
+    if not scores:
+        raise ValueError("no scores to choose from")
+    return max(range(len(scores)), key=lambda i: (scores[i].rank_key(), -i))

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from core.cli import config_from_args
 from core.interrupts import exit_code, interrupted
 from core.schema import find_stats
 from core.schema import stats_path as schema_stats_path
@@ -337,14 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Beam's workers relay their start-up warnings through the job service: not news here.
     logging.getLogger("apache_beam").setLevel(logging.ERROR)
-    config = DemoConfig(
-        results=args.results,
-        work=args.work,
-        run=args.run,
-        limit=args.limit,
-        workers=args.workers,
-        engine=args.engine,
-    )
+    config = config_from_args(DemoConfig, args)
     try:
         print_summary(run(config, fresh=args.fresh))
     except KeyboardInterrupt:

@@ -3,6 +3,9 @@ Stockfish, a random mover and a one-ply material counter (`greedy`, the floor a 
 
 Every agent is a context manager and closes its processes in `close()`, never in `__del__`.
 An agent receives the whole `chess.Board`, move stack included, so it can see repetitions.
+The protocol and shared plumbing are in eval/agent_base.py, the Stockfish agents in
+eval/stockfish_agents.py (their names are importable from here too); this module has the
+others and turns specs into agents.
 
 Agents are named on command lines by a spec, `KIND[:OPTIONS]`, OPTIONS being comma-separated
 `key=value` pairs (see `SPEC_HELP`, printed by every CLI's --help):
@@ -19,62 +22,23 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from time import monotonic
-from typing import Protocol, runtime_checkable
 
 import chess
 import chess.engine
 import numpy as np
 
 from core.actions import move_to_index
-from core.engine_path import find_engine
-from core.interrupts import sigint_deferred
-from core.values import win_probability
+from core.targets import VALUE_TARGETS, target_kind
+from eval.agent_base import Agent as Agent
+from eval.agent_base import AgentBase, legal_moves
 from eval.evaluators import DEFAULT_PRIOR_TEMPERATURE, LeafEvaluator, make_evaluator
 from eval.mcts import DEFAULT_CPUCT, DEFAULT_SIMS, SearchConfig, SearchLimit, TreeSearch
-
-
-@runtime_checkable
-class Agent(Protocol):
-    """Something that plays: a name for tables and PGN headers, and a move for a board."""
-
-    name: str
-
-    def choose_move(self, board: chess.Board) -> chess.Move: ...
-
-    def new_game(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class AgentBase:
-    """Context-manager plumbing shared by the concrete agents."""
-
-    name: str = "agent"
-
-    def new_game(self) -> None:
-        """Forget state carried between unrelated positions (e.g. an engine's hash table).
-
-        Evaluations call it before each puzzle or test position so results do not depend on
-        the order the positions come in.
-        """
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def _legal_moves(board: chess.Board) -> list[chess.Move]:
-    moves = list(board.legal_moves)
-    if not moves:
-        raise ValueError(f"no legal move in {board.fen()!r}")
-    return moves
+from eval.stockfish_agents import EngineSettings as EngineSettings
+from eval.stockfish_agents import StockfishAgent as StockfishAgent
+from eval.stockfish_agents import StockfishOracleAgent as StockfishOracleAgent
+from eval.stockfish_agents import start_engine as start_engine
 
 
 class RandomAgent(AgentBase):
@@ -95,7 +59,7 @@ class RandomAgent(AgentBase):
         self._rng = random.Random(self.seed if self._games == 1 else f"{self.seed}/{self._games}")
 
     def choose_move(self, board: chess.Board) -> chess.Move:
-        return self._rng.choice(_legal_moves(board))
+        return self._rng.choice(legal_moves(board))
 
 
 # --- greedy: one ply of material ---------------------------------------------------------
@@ -145,7 +109,7 @@ def greedy_move(board: chess.Board) -> chess.Move:
     the opponent or allowing a mate in reply are not seen. The paper's tables have no such
     floor; this is the least a model that "plays chess" must beat.
     """
-    moves = sorted(_legal_moves(board), key=move_to_index)
+    moves = sorted(legal_moves(board), key=move_to_index)
     for move in moves:
         board.push(move)
         mate = board.is_checkmate()
@@ -166,207 +130,8 @@ class GreedyAgent(AgentBase):
         return greedy_move(board)
 
 
-# --- Stockfish ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """How to start and limit a UCI engine. At least one of nodes, time (s) and depth."""
-
-    path: str | None = None  # None: core.engine_path.find_engine()
-    nodes: int | None = None
-    time: float | None = None
-    depth: int | None = None
-    threads: int = 1  # one thread keeps node-limited searches deterministic
-    hash_mb: int = 16
-    skill: int | None = None  # Stockfish "Skill Level" 0..20 (weakened play), None = full
-    extra_options: dict[str, str | int | bool] = field(default_factory=dict)
-
-    def __post_init__(self):
-        if self.nodes is None and self.time is None and self.depth is None:
-            raise ValueError("an engine limit needs at least one of nodes, time and depth")
-        for key in ("nodes", "time", "depth"):
-            value = getattr(self, key)
-            if value is not None and value <= 0:
-                raise ValueError(f"engine limit {key} must be positive, got {value!r}")
-        if self.threads < 1 or self.hash_mb < 1:
-            raise ValueError("threads and hash must be >= 1")
-        if self.skill is not None and not 0 <= self.skill <= 20:
-            raise ValueError(f"skill must lie in 0..20, got {self.skill}")
-
-    @property
-    def limit(self) -> chess.engine.Limit:
-        return chess.engine.Limit(nodes=self.nodes, time=self.time, depth=self.depth)
-
-    def describe(self) -> str:
-        parts = [f"{k}={getattr(self, k)}" for k in ("nodes", "time", "depth") if getattr(self, k)]
-        return ",".join(parts)
-
-
-class _UciProcess:
-    """One engine process, restarted once when it dies under us (a crashed engine is not
-    the position's fault). Closed deterministically by `close()`."""
-
-    def __init__(self, settings: EngineSettings):
-        self.settings = settings
-        self.path = find_engine(settings.path)
-        self._engine: chess.engine.SimpleEngine | None = None
-        self.restarts = 0
-        self._start()
-
-    def _start(self) -> None:
-        options: dict[str, str | int | bool] = {
-            "Threads": self.settings.threads,
-            "Hash": self.settings.hash_mb,
-        }
-        if self.settings.skill is not None:
-            options["Skill Level"] = self.settings.skill
-        options.update(self.settings.extra_options)
-        self._engine = start_engine(self.path, options)
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._engine is None else self._engine.transport.get_pid()
-
-    def call(self, fn):
-        """Runs fn(engine); restarts the engine once if it died, then retries."""
-        if self._engine is None:
-            raise RuntimeError(f"engine {self.path} is closed")
-        try:
-            return fn(self._engine)
-        except chess.engine.EngineTerminatedError:
-            _shut_down(self._engine)
-            self._engine = None
-            self.restarts += 1
-            self._start()
-            return fn(self._engine)
-
-    def close(self) -> None:
-        if self._engine is not None:
-            engine, self._engine = self._engine, None
-            _shut_down(engine)
-
-
-def start_engine(path: str, options: dict[str, str | int | bool]) -> chess.engine.SimpleEngine:
-    """A running UCI engine with those of `options` it has. Ctrl-C while it starts is
-    deferred to the end, where it shuts the engine down before it propagates: an engine
-    half-started by python-chess would keep the process from exiting."""
-    engine = None
-    try:
-        with sigint_deferred():
-            engine = chess.engine.SimpleEngine.popen_uci(path)
-            engine.configure({k: v for k, v in options.items() if k in engine.options})
-    except BaseException:
-        if engine is not None:
-            _shut_down(engine)
-        raise
-    return engine
-
-
-def _shut_down(engine: chess.engine.SimpleEngine, timeout: float = 10.0) -> None:
-    """Asks the engine to quit, kills it if it does not, and waits until it is reaped."""
-    try:
-        engine.quit()
-    except Exception:  # already dead or hung: killed below
-        pass
-    finally:
-        engine.close()
-        try:
-            engine.returncode.result(timeout=timeout)
-        except Exception:
-            pass
-
-
-class _EngineAgent(AgentBase):
-    """An agent that owns one UCI engine process under `settings`."""
-
-    kind = "engine"
-
-    def __init__(self, settings: EngineSettings, name: str | None = None):
-        self.settings = settings
-        self.name = name or f"{self.kind}:{settings.describe()}"
-        self._process = _UciProcess(settings)
-        self._game = object()
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid
-
-    def new_game(self) -> None:
-        # A new `game` object makes python-chess send `ucinewgame`, which clears the hash.
-        self._game = object()
-
-    def close(self) -> None:
-        self._process.close()
-
-
-class StockfishAgent(_EngineAgent):
-    """Stockfish playing normally under a node, time or depth limit (its own UCI process)."""
-
-    kind = "stockfish"
-
-    def choose_move(self, board: chess.Board) -> chess.Move:
-        _legal_moves(board)
-        result = self._process.call(
-            lambda engine: engine.play(board, self.settings.limit, game=self._game)
-        )
-        if result.move is None:
-            raise RuntimeError(f"{self.name} returned no move for {board.fen()!r}")
-        return result.move
-
-
-@dataclass(frozen=True)
-class RootMoveValue:
-    move: chess.Move
-    score: chess.engine.Score  # side to move's view
-    win_prob: float
-
-
-def score_win_probability(score: chess.engine.Score) -> float:
-    """core.values.win_probability of a python-chess Score (side to move's view)."""
-    mate = score.mate()
-    return win_probability(mate=mate) if mate is not None else win_probability(cp=score.score())
-
-
-class StockfishOracleAgent(_EngineAgent):
-    """The paper's Stockfish oracle: every legal move is searched on its own (UCI
-    `searchmoves` with that one root move) under the same limit, and the best value wins.
-
-    Values are compared as engine scores, which order like win probabilities but keep mate
-    distances apart (mate in 1 beats mate in 5, where both are win probability 1.0). Ties go
-    to the move earliest in action-space order, so the choice is deterministic.
-    """
-
-    kind = "oracle"
-
-    def move_values(self, board: chess.Board) -> list[RootMoveValue]:
-        """Every legal move's value, in action-space order."""
-        moves = sorted(_legal_moves(board), key=move_to_index)
-        values = []
-        for move in moves:
-            info = self._process.call(
-                lambda engine, move=move: engine.analyse(
-                    board, self.settings.limit, root_moves=[move], game=self._game
-                )
-            )
-            if "score" not in info:
-                raise RuntimeError(f"{self.name}: no score for {move.uci()} in {board.fen()!r}")
-            score = info["score"].pov(board.turn)
-            values.append(RootMoveValue(move, score, score_win_probability(score)))
-        return values
-
-    def choose_move(self, board: chess.Board) -> chess.Move:
-        values = self.move_values(board)
-        best = values[0]
-        for value in values[1:]:
-            if value.score > best.score:
-                best = value
-        return best.move
-
-
 # --- neural policies ---------------------------------------------------------------------
 
-VALUE_TARGETS = frozenset({"av", "sv"})
 REPETITION_VALUE = 0.5
 
 
@@ -408,7 +173,7 @@ def pick_index(
         raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
     if temperature == 0:
         return int(np.argmax(scores))
-    logits = np.log(np.maximum(scores, 1e-30)) if target == "bc" else scores
+    logits = target_kind(target).sampling_logits(scores)
     # Shift before dividing: every exponent is then <= 0 and the best is exactly 0, so a
     # tiny temperature (1e-320) drives the others to -inf (weight 0) instead of turning
     # scores / temperature into inf - inf = NaN, and a huge one gives uniform weights.
@@ -450,7 +215,7 @@ class NeuralAgent(AgentBase):
 
     def scored_moves(self, board: chess.Board) -> tuple[list[str], np.ndarray]:
         """The legal moves (action-space order) and the scores the agent chooses by."""
-        _legal_moves(board)
+        legal_moves(board)
         [(moves, scores)] = self.predictor.move_values([board])
         scores = np.asarray(scores, dtype=np.float64)
         if self.repetition_workaround:
@@ -518,7 +283,7 @@ class MctsAgent(AgentBase):
         self.search.rng = np.random.default_rng([self.seed, self._games])
 
     def choose_move(self, board: chess.Board) -> chess.Move:
-        _legal_moves(board)
+        legal_moves(board)
         if not self.reuse:
             self.search.clear()
         self.search.set_position(board)

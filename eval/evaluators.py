@@ -23,6 +23,8 @@ from typing import Protocol
 import chess
 import numpy as np
 
+from core.targets import target_kind
+
 DEFAULT_PRIOR_TEMPERATURE = 0.1
 
 
@@ -74,7 +76,7 @@ class ValueEvaluator:
         self, predictor: ModelPredictor, prior_temperature: float = DEFAULT_PRIOR_TEMPERATURE
     ):
         target = _target(predictor)
-        if target not in ("av", "sv"):
+        if not target_kind(target).value_head:
             raise ValueError(
                 f"a {target!r} model has no move values to search with on its own: "
                 "give a policy (BC) model a value model (AV or SV)"
@@ -104,9 +106,9 @@ class PolicyValueEvaluator:
     """A BC policy for the priors and an AV or SV model for the value (AlphaZero's pair)."""
 
     def __init__(self, policy: ModelPredictor, value: ModelPredictor):
-        if _target(policy) != "bc":
+        if target_kind(_target(policy)).value_head:
             raise ValueError(f"the policy model must be BC, not {_target(policy)!r}")
-        if _target(value) not in ("av", "sv"):
+        if not target_kind(_target(value)).value_head:
             raise ValueError(f"the value model must be AV or SV, not {_target(value)!r}")
         self.policy = policy
         self.value = value
@@ -114,7 +116,7 @@ class PolicyValueEvaluator:
 
     def evaluate(self, boards: Sequence[chess.Board]) -> list[LeafEvaluation]:
         policies = self.policy.move_values(boards)
-        if _target(self.value) == "sv":
+        if not target_kind(_target(self.value)).takes_action:  # it values boards
             values = self.value.state_values([board.fen() for board in boards])
         else:
             values = [float(np.max(v)) for _, v in self.value.move_values(boards)]
@@ -137,7 +139,7 @@ def make_evaluator(
     """The evaluator for a model (and, for a BC model, its value model); ValueError naming
     the problem for a BC model without a value model or a value model beside an AV/SV one."""
     target = _target(predictor)
-    if target == "bc":
+    if not target_kind(target).value_head:
         if value_predictor is None:
             raise ValueError("a BC model needs a value model to search (value=RUN: AV or SV)")
         return PolicyValueEvaluator(predictor, value_predictor)

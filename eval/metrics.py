@@ -5,11 +5,23 @@ The per-board rules themselves are `core.metrics` (the trainer uses the same one
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import os
+import sys
 
+import chess
 import numpy as np
 
+from core.actions import legal_actions, moves_to_indices
+from core.bins import to_bins
 from core.metrics import summarize
+from core.progress import Progress
+from core.schema import SchemaError, read_boards
+from core.targets import target_kind
+from core.tokenizer import tokenize_batch
+from model.predictor import Predictor, legal_move_probs
 
 _EVAL_COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
 
@@ -20,8 +32,6 @@ def read_rows(path: str, max_boards: int | None = None) -> list[dict]:
 
     Raises FileNotFoundError or core.schema.SchemaError naming the file.
     """
-    from core.schema import read_boards
-
     if max_boards is not None and max_boards < 0:
         raise ValueError(f"max_boards must be >= 0, got {max_boards}")
     table = read_boards(path, columns=_EVAL_COLUMNS)
@@ -43,13 +53,6 @@ def score_rows(predictor, rows: list[dict]) -> tuple[list[np.ndarray], np.ndarra
     (board, move) log-probabilities, BC's from the same board log-probabilities; SV scores
     value the successor boards and its losses the boards themselves.
     """
-    import chess
-
-    from core.actions import legal_actions, moves_to_indices
-    from core.bins import to_bins
-    from core.tokenizer import tokenize_batch
-    from model.predictor import legal_move_probs
-
     for row in rows:
         if list(row["moves"]) != legal_actions(chess.Board(row["fen"])):
             raise ValueError(
@@ -58,16 +61,16 @@ def score_rows(predictor, rows: list[dict]) -> tuple[list[np.ndarray], np.ndarra
             )
     if not rows:
         return [], np.zeros(0)
-    target = predictor.config.target
+    score = target_kind(predictor.config.target).move_score
     fens = [row["fen"] for row in rows]
-    if target == "bc":
+    if score == "policy":
         log_probs = predictor.move_log_probs(fens)
         scores = [
             legal_move_probs(board, row["moves"])
             for board, row in zip(log_probs, rows, strict=True)
         ]
         labels = moves_to_indices([row["best_move"] for row in rows])
-    elif target == "sv":
+    elif score == "successor_value":
         scores = [s for _, s in predictor.move_values([chess.Board(fen) for fen in fens])]
         log_probs = predictor.log_probs(tokenize_batch(fens))
         win_probs = np.array([row["state_win_prob"] for row in rows])
@@ -91,8 +94,6 @@ def evaluate_checkpoint(
     (dicts with the columns of core.schema; `moves` in action-space order). Boards
     without legal moves are left out, and so are partial boards (only some moves valued):
     accuracy and tau compare every legal move."""
-    from core.progress import Progress
-
     predicted, truth = [], []
     loss_sum, loss_count = 0.0, 0
     progress = Progress("metrics", len(rows), "boards") if show_progress else None
@@ -113,11 +114,11 @@ def evaluate_checkpoint(
     if progress:
         progress.done()
     result = summarize(predicted, truth)
-    target = predictor.config.target
-    if target == "bc":
-        # BC scores are move probabilities, not win probabilities: no error to report.
+    kind = target_kind(predictor.config.target)
+    if not kind.value_head:
+        # Policy scores are move probabilities, not win probabilities: no error to report.
         result["mean_abs_win_prob_error"] = None
-    outputs = 1968 if target == "bc" else predictor.config.num_bins
+    outputs = kind.output_size(predictor.config.num_bins)
     result["log_loss"] = loss_sum / loss_count if loss_count else math.nan
     result["log_loss_examples"] = loss_count
     result["uniform_log_loss"] = math.log(outputs)
@@ -125,13 +126,6 @@ def evaluate_checkpoint(
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import json
-    import os
-    import sys
-
-    from core.schema import SchemaError
-
     parser = argparse.ArgumentParser(
         prog="python -m eval.metrics",
         description="Action accuracy (ties count), Kendall's tau, log-loss and mean absolute "
@@ -152,8 +146,6 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, SchemaError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-
-    from model.predictor import Predictor
 
     try:
         predictor = Predictor.from_checkpoint(

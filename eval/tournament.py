@@ -33,6 +33,7 @@ import chess
 import chess.engine
 import chess.pgn
 
+from core.cli import config_from_args
 from core.engine_path import find_engine
 from core.game_end import DRAW, Outcome, board_outcome
 from core.interrupts import interrupted
@@ -286,6 +287,32 @@ def pair_results(results: Sequence[GameResult], names: Sequence[str]) -> list[di
     return out
 
 
+def _checked_anchor(names: Sequence[str], anchor: str | None) -> str:
+    """The anchor's name (default: the first agent); ValueError for fewer than two agents,
+    names that repeat, or an anchor that is none of them."""
+    if len(names) < 2:
+        raise ValueError("a tournament needs at least two agents")
+    if len(set(names)) != len(names):
+        raise ValueError(f"agent names must differ (use name=LABEL in the spec): {names}")
+    anchor = anchor or names[0]
+    if anchor not in names:
+        raise ValueError(f"anchor {anchor!r} is not one of the agents {names}")
+    return anchor
+
+
+def _game_record(game: ScheduledGame, white: str, black: str, pgn: chess.pgn.Game) -> dict:
+    """One game's entry in tournament.json's game list."""
+    return {
+        "round": game.round,
+        "white": white,
+        "black": black,
+        "opening": game.opening.label,
+        "result": pgn.headers["Result"],
+        "termination": pgn.headers["Termination"],
+        "plies": int(pgn.headers.get("PlyCount", 0)) - len(game.opening.moves),
+    }
+
+
 def run_tournament(
     agents: Sequence[Agent],
     out_dir: str | pathlib.Path,
@@ -298,13 +325,7 @@ def run_tournament(
     """Plays the round robin, writes `games.pgn` and `tournament.json` under `out_dir` and
     returns the JSON summary. The agents stay open (the caller owns them)."""
     names = [a.name for a in agents]
-    if len(names) < 2:
-        raise ValueError("a tournament needs at least two agents")
-    if len(set(names)) != len(names):
-        raise ValueError(f"agent names must differ (use name=LABEL in the spec): {names}")
-    anchor = config.anchor or names[0]
-    if anchor not in names:
-        raise ValueError(f"anchor {anchor!r} is not one of the agents {names}")
+    anchor = _checked_anchor(names, config.anchor)
     openings = list(openings) if openings is not None else load_openings()
     games = schedule(len(agents), openings, config)
 
@@ -342,17 +363,7 @@ def run_tournament(
                 result, termination = pgn.headers["Result"], pgn.headers["Termination"]
                 results.append(GameResult.from_pgn_result(white, black, result))
                 terminations[termination_kind(termination)] += 1
-                records.append(
-                    {
-                        "round": game.round,
-                        "white": white,
-                        "black": black,
-                        "opening": game.opening.label,
-                        "result": result,
-                        "termination": termination,
-                        "plies": int(pgn.headers.get("PlyCount", 0)) - len(game.opening.moves),
-                    }
-                )
+                records.append(_game_record(game, white, black, pgn))
                 if meter:
                     meter.update(i, f"last: {white} - {black} {result} ({termination})")
     finally:
@@ -445,13 +456,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         specs = list(args.agents)
         anchor = args.anchor
-        config = TournamentConfig(
-            games_per_pair=args.games,
-            max_plies=args.max_plies,
-            seed=args.seed,
-            anchor_elo=args.anchor_elo,
-            prior_draws=args.prior_draws,
-        )
+        # The anchor is resolved once the agents have names (below).
+        config = config_from_args(TournamentConfig, args, games_per_pair=args.games, anchor=None)
         openings = load_openings(args.openings)
         adjudication = (
             AdjudicationConfig.parse(args.adjudicate, args.engine) if args.adjudicate else None

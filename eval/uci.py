@@ -40,7 +40,7 @@ the previous value, and every `go` gets its `bestmove`. A board's halfmove clock
 number above 999 is read by the model as 999 (model/predictor.py). `quit` or the end of
 input ends the engine with status 0; Ctrl-C (SIGINT) prints one line and exits with 130.
 
-The protocol loop (`UciEngine`) takes any factory of move choosers (eval/uci_choosers.py), so
+The protocol loop (`UciServer`) takes any factory of move choosers (eval/uci_choosers.py), so
 it is tested with the real random and Stockfish agents (the hidden `--agent SPEC` flag) as well
 as with a trained model.
 """
@@ -163,7 +163,7 @@ def parse_position(args: list[str]) -> chess.Board:
 # --- the protocol ----------------------------------------------------------------------
 
 
-class UciEngine:
+class UciServer:
     """The UCI protocol over a move chooser, built by `factory` from the current options at
     the first `isready`, `ucinewgame` or `go`, and again after an option it depends on
     (UciOptions.policy_key) changed."""
@@ -508,7 +508,7 @@ class _Search:
 _WHILE_SEARCHING = ("isready", "stop", "ponderhit", "debug")
 
 
-def _is_command(engine: UciEngine, token: str) -> bool:
+def _is_command(engine: UciServer, token: str) -> bool:
     return callable(getattr(engine, f"cmd_{token}", None))
 
 
@@ -579,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     # A GUI may send bytes that are not UTF-8; they must not end the engine.
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(encoding="utf-8", errors="replace")
-    engine = UciEngine(factory, sys.stdout, name=name, defaults=defaults, start_dir=start_dir)
+    engine = UciServer(factory, sys.stdout, name=name, defaults=defaults, start_dir=start_dir)
     try:
         engine.run(sys.stdin)
     except KeyboardInterrupt:

@@ -26,9 +26,10 @@ from typing import Any
 
 from core import bins
 from core.actions import NUM_ACTIONS
+from core.schema import board_files
+from core.targets import TARGETS, Target, TargetKind, target_kind
 from core.tokenizer import SEQUENCE_LENGTH, VOCAB_SIZE
 
-TARGETS = ("av", "sv", "bc")
 SAMPLERS = ("uniform", "weighted")
 LR_SCHEDULES = ("constant", "cosine")
 COMPUTE_DTYPES = ("float32", "bfloat16")
@@ -81,7 +82,7 @@ class ModelConfig:
 class TrainConfig:
     """What to learn and how."""
 
-    target: str = "av"  # av | sv | bc
+    target: Target = "av"  # core.targets
     num_bins: int = bins.DEFAULT_NUM_BINS  # value bins for av and sv
     batch_size: int = 256  # global batch, split over all devices
     num_steps: int = 1000
@@ -121,8 +122,12 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
 
     @property
-    def target(self) -> str:
+    def target(self) -> Target:
         return self.train.target
+
+    @property
+    def target_kind(self) -> TargetKind:
+        return target_kind(self.train.target)
 
     @property
     def num_bins(self) -> int:
@@ -131,7 +136,7 @@ class Config:
     @property
     def output_size(self) -> int:
         """Width of the model's head: bins for av/sv, the action space for bc."""
-        return NUM_ACTIONS if self.train.target == "bc" else self.train.num_bins
+        return self.target_kind.output_size(self.train.num_bins)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return dataclasses.asdict(self)
@@ -237,8 +242,6 @@ def _parse_value(text: str) -> Any:
 
 def validate(config: Config, check_data: bool = True) -> Config:
     """Raises ConfigError for anything that cannot train; returns the config unchanged."""
-    from core.schema import board_files
-
     m, t, d = config.model, config.train, config.data
     if m.backbone not in BACKBONES:
         raise ConfigError(f"model.backbone {m.backbone!r} is not one of {list(BACKBONES)}")
@@ -254,8 +257,8 @@ def validate(config: Config, check_data: bool = True) -> Config:
         raise ConfigError(
             f"train.compute_dtype {t.compute_dtype!r} is not one of {list(COMPUTE_DTYPES)}"
         )
-    if t.hl_gauss and t.target == "bc":
-        raise ConfigError("train.hl_gauss applies to value bins; target 'bc' has none")
+    if t.hl_gauss and not target_kind(t.target).value_head:
+        raise ConfigError(f"train.hl_gauss applies to value bins; target {t.target!r} has none")
     positive = {
         "model.num_layers": m.num_layers,
         "model.embedding_dim": m.embedding_dim,

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from core import bins
 from core.actions import NUM_ACTIONS, indices_to_moves, moves_to_indices
 from core.schema import board_files, read_board_file
+from core.targets import Target, target_kind
 from core.tokenizer import tokenize_batch
 from model import graph
 
@@ -180,7 +181,7 @@ def _is_action(move) -> bool:
 class ItemView:
     """One target's items: board index, action (AV only), hard target, value (AV/SV)."""
 
-    target: str
+    target: Target
     board: np.ndarray  # (n,) int32
     action: np.ndarray | None  # (n,) int32 for AV
     label: np.ndarray  # (n,) int32: value bin or action index
@@ -193,50 +194,44 @@ class ItemView:
 
 def make_view(data: BoardData, target: str, num_bins: int, av_partial: bool = False) -> ItemView:
     """The items of one target (see the module doc); `av_partial` keeps partial boards in AV."""
-    if target == "av":
+    kind = target_kind(target)
+    action = None
+    if kind.per_move_examples:  # a value per (board, move)
         pairs = slice(None) if av_partial else ~data.partial[data.pair_board]
         board = data.pair_board[pairs]
+        action = data.pair_actions[pairs]
         value = data.pair_win_probs[pairs]
-        return ItemView(
-            "av",
-            board,
-            data.pair_actions[pairs],
-            bins.to_bins(value, num_bins),
-            value,
-            data.counts[board].astype(np.float64),
-        )
-    if target == "sv":
+    elif kind.value_head:  # a value per board
         board = np.flatnonzero(~np.isnan(data.state_win_probs)).astype(np.int32)
         value = data.state_win_probs[board]
-        return ItemView(
-            "sv",
-            board,
-            None,
-            bins.to_bins(value, num_bins),
-            value,
-            data.counts[board].astype(float),
-        )
-    if target == "bc":
+    else:  # a best move per board
         board = np.flatnonzero(data.best_actions >= 0).astype(np.int32)
-        return ItemView(
-            "bc", board, None, data.best_actions[board], None, data.counts[board].astype(float)
-        )
-    raise ValueError(f"unknown target {target!r}")
+        value = None
+    label = bins.to_bins(value, num_bins) if kind.value_head else data.best_actions[board]
+    return ItemView(
+        kind.name,
+        board,
+        action if kind.takes_action else None,
+        label,
+        value,
+        data.counts[board].astype(np.float64),
+    )
 
 
 def describe_missing(data: BoardData, target: str, av_partial: bool = False) -> str:
     """Why a target has no items in `data`: what the boards hold instead."""
+    kind = target_kind(target)
     partial = int(data.partial.sum())
-    if target == "av" and partial and not av_partial:
+    if kind.per_move_examples and partial and not av_partial:
         return (
             f"{partial} of {data.num_boards} boards are partial (only some moves valued) and "
-            "AV leaves them out; set train.av_partial = true to train on them"
+            f"{kind.name.upper()} leaves them out; set train.av_partial = true to train on them"
         )
-    if target == "sv":
+    if kind.per_move_examples:
+        return f"the {data.num_boards} boards have no moves"
+    if kind.value_head:
         return f"none of the {data.num_boards} boards has a state value"
-    if target == "bc":
-        return f"none of the {data.num_boards} boards has a best move"
-    return f"the {data.num_boards} boards have no moves"
+    return f"none of the {data.num_boards} boards has a best move"
 
 
 def epoch_order(view: ItemView, epoch: int, seed: int, sampler: str) -> np.ndarray:
@@ -461,18 +456,19 @@ def make_board_view(
     a valued move (complete boards only unless `av_partial`; their values are per edge, in
     BoardGraphs), SV the boards with a state value, BC those with a best move (label = the
     best move's edge)."""
-    if target == "av":
+    kind = target_kind(target)
+    if kind.per_move_examples:  # boards with valued move edges
         keep = boards.valued_moves() > 0
         if not av_partial:
             keep &= ~data.partial
         board = np.flatnonzero(keep).astype(np.int32)
         label = np.zeros(len(board), np.int32)
-        return ItemView("av", board, None, label, None, data.counts[board].astype(float))
-    if target == "bc":
+        return ItemView(kind.name, board, None, label, None, data.counts[board].astype(float))
+    if kind.per_edge_output:  # a best move edge per board
         board = np.flatnonzero(boards.best_edges >= 0).astype(np.int32)
         label = boards.best_edges[board]
-        return ItemView("bc", board, None, label, None, data.counts[board].astype(float))
-    return make_view(data, target, num_bins)  # SV: already one item per board
+        return ItemView(kind.name, board, None, label, None, data.counts[board].astype(float))
+    return make_view(data, target, num_bins)  # a value per board: already one item per board
 
 
 class BoardBatches(Batches):
@@ -515,7 +511,8 @@ class BoardBatches(Batches):
         edge_index = edges.pop("edge_index")
         batch = {"states": self.data.states[board], **edges}
         view = self.view
-        if view.target == "av":
+        kind = target_kind(view.target)
+        if kind.masked_loss:  # a value per move edge, the loss on the valued ones
             values = np.where(edge_index >= 0, self.boards.edge_win_probs[edge_index], np.nan)
             mask = ~np.isnan(values)
             values = np.where(mask, values, 0.0)
@@ -524,7 +521,7 @@ class BoardBatches(Batches):
                 batch["targets"] = bins.hl_gauss_targets(values, self.num_bins, self.sigma_ratio)
             else:
                 batch["targets"] = bins.to_bins(values, self.num_bins)
-        elif view.target == "sv" and self.hl_gauss:
+        elif kind.value_head and self.hl_gauss:
             batch["targets"] = bins.hl_gauss_targets(
                 view.value[items], self.num_bins, self.sigma_ratio
             )

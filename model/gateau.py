@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from core.targets import target_kind
 from model import graph
 from model.config import Config, ModelConfig
 
@@ -191,7 +192,8 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     hn = _layer_norm(h, "final_node_norm")
     pool = jax.nn.softmax(hk.Linear(1, name="pool_logit")(hn)[..., 0], axis=-1)  # (B, 64)
     board = jnp.einsum("bn,bnd->bd", pool, hk.Linear(width, name="pool_value")(hn))
-    if target == "sv":
+    kind = target_kind(target)
+    if not kind.per_edge_output:  # one value per board
         logits = _mlp(board, 2 * width, num_bins, "value_head", zero_out=True)
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
 
@@ -199,7 +201,7 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
         _layer_norm(e, "final_edge_norm")
         + hk.Linear(width, name="board_to_edges")(board)[:, None, :]
     )
-    if target == "av":
+    if kind.value_head:  # a value per move edge
         logits = _mlp(edges, 2 * width, num_bins, "action_value_head", zero_out=True)
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     logits = _mlp(edges, 2 * width, 1, "policy_head", zero_out=True)[..., 0].astype(jnp.float32)

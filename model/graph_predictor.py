@@ -20,6 +20,7 @@ import numpy as np
 
 from core import bins
 from core.actions import NUM_ACTIONS, indices_to_moves, moves_to_indices
+from core.targets import target_kind
 from core.tokenizer import SEQUENCE_LENGTH, fen_from_tokens, tokenize, tokenize_batch
 from model import gateau, graph
 from model.config import Config, ModelConfig, TrainConfig
@@ -48,7 +49,7 @@ def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str
 
     def both(params, *inputs):
         out = log_probs(params, *inputs)
-        return out, (bins.expected_value(out) if target != "bc" else out)
+        return out, (bins.expected_value(out) if target_kind(target).value_head else out)
 
     return jax.jit(log_probs), jax.jit(both)
 
@@ -125,7 +126,7 @@ class GraphRunner:
 
     @property
     def _per_edge(self) -> bool:
-        return self.config.target != "sv"
+        return self.config.target_kind.per_edge_output
 
     # --- what Predictor asks for ----------------------------------------------------------
 
@@ -159,13 +160,13 @@ class GraphRunner:
         unique, inverse = np.unique(np.asarray(states), axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
         fens = [fen_from_tokens(row) for row in unique]
-        target = self.config.target
-        if target == "bc":
+        kind = self.config.target_kind
+        if not kind.value_head:  # a policy: the action space per board
             log_probs = self.move_log_probs(params, fens)[inverse]
             return (log_probs, log_probs) if both else log_probs
         graphs = graph.encode_fens(fens)
         results = self.run(params, fens, graphs, both=True)
-        if target == "sv":
+        if not kind.per_edge_output:  # a value per board
             log_probs = np.stack([r[0] for r in results])[inverse]
             values = np.array([r[1] for r in results], np.float32)[inverse]
             return (log_probs, values) if both else log_probs

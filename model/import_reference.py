@@ -35,6 +35,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from core.actions import NUM_ACTIONS
+from core.targets import target_kind
 from model.checkpoint import Checkpointer, checkpoints_dir
 from model.config import (
     CUSTOM_SIZE,
@@ -238,12 +239,13 @@ def project_config(shape: ReleasedShape, target: str, num_heads: int) -> Config:
     """The config of this project that holds `shape` for `target`."""
     if target not in TARGETS:
         raise ReferenceImportError(f"--target {target!r} is not one of {list(TARGETS)}")
-    if target == "bc" and shape.output_size != NUM_ACTIONS:
+    kind = target_kind(target)
+    if not kind.value_head and shape.output_size != NUM_ACTIONS:
         raise ReferenceImportError(
             f"--target bc needs a head over the {NUM_ACTIONS} actions; this checkpoint's head "
             f"has {shape.output_size} outputs (value bins: use --target av or sv)"
         )
-    if target != "bc" and shape.output_size == NUM_ACTIONS:
+    if kind.value_head and shape.output_size == NUM_ACTIONS:
         raise ReferenceImportError(
             f"--target {target} needs a head over value bins; this checkpoint's head has "
             f"{NUM_ACTIONS} outputs, the action space of a behavioural-cloning model "
@@ -260,7 +262,7 @@ def project_config(shape: ReleasedShape, target: str, num_heads: int) -> Config:
         CUSTOM_SIZE,
     )
     train = TrainConfig(target=target)
-    if target != "bc":
+    if kind.value_head:
         train = TrainConfig(target=target, num_bins=shape.output_size)
     config = Config(model=ModelConfig(size=size, **fields), train=train, data=DataConfig(test=""))
     try:

@@ -2,7 +2,7 @@
 
     from model.predictor import Predictor
     p = Predictor.from_checkpoint("runs/small")          # latest checkpoint, EMA params
-    p.config.target                                      # "av", "sv" or "bc"
+    p.config.target                                      # "av", "sv" or "bc" (core.targets)
     p.action_values(fens, moves)   # AV: list of (len(moves[i]),) win probabilities
     p.state_values(fens)           # SV: (N,) win probability of the side to move
     p.move_log_probs(fens)         # BC: (N, 1968) log-probabilities over the action space
@@ -38,7 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from core import bins
-from core.actions import MAX_LEGAL_MOVES, NUM_ACTIONS, legal_actions, moves_to_indices
+from core.actions import NUM_ACTIONS, legal_actions, moves_to_indices
+from core.targets import AV, BC, SV, TargetKind
 from core.tokenizer import MAX_CLOCK, SEQUENCE_LENGTH, tokenize_batch
 from model.config import MAX_SEQUENCE_LENGTH, Config, ModelConfig, TrainConfig
 from model.graph_predictor import GraphRunner
@@ -175,11 +176,11 @@ class Predictor:
         BC. The shapes come from `batch_shapes`, which follows `_run`."""
         if self._graph is not None:  # gateau: one row per board, shapes of (boards, edges)
             return self._graph.warm_up(self.params, max_boards or self._graph.max_boards)
-        per_board = 1 if self.config.target == "bc" else MAX_LEGAL_MOVES
-        rows = self.max_batch if max_boards is None else max(1, max_boards) * per_board
+        kind = self.config.target_kind
+        rows = self.max_batch if max_boards is None else max(1, max_boards) * kind.rows_per_board
         shapes = self.batch_shapes(rows)
-        fn = self._log_probs if self.config.target == "bc" else self._values
-        with_actions = self.config.target == "av"
+        fn = self._values if kind.value_head else self._log_probs
+        with_actions = kind.takes_action
         for size in shapes:
             states = np.zeros((size, SEQUENCE_LENGTH), np.int32)
             self._run(fn, states, np.zeros(size, np.int32) if with_actions else None)
@@ -226,10 +227,10 @@ class Predictor:
         ]
         return _gathered(outputs, rows)
 
-    def _require(self, target: str, what: str) -> None:
-        if self.config.target != target:
+    def _require(self, kind: TargetKind, what: str) -> None:
+        if self.config.target_kind is not kind:
             raise TargetError(
-                f"{what} needs a model trained for target {target!r}; "
+                f"{what} needs a model trained for target {kind.name!r}; "
                 f"this one was trained for {self.config.target!r}"
             )
 
@@ -249,7 +250,7 @@ class Predictor:
     ) -> tuple[np.ndarray, np.ndarray]:
         """AV/SV: `log_probs` and the expected win probability of each row from the same
         network pass (the values equal action_values'/state_values' bit for bit)."""
-        if self.config.target not in ("av", "sv"):
+        if not self.config.target_kind.value_head:
             raise TargetError(f"values need an AV or SV model, not {self.config.target!r}")
         states, actions = self._token_rows(states, actions)
         if len(states) == 0:
@@ -259,7 +260,7 @@ class Predictor:
         return self._run(self._both, states, actions)
 
     def _token_rows(self, states, actions) -> tuple[np.ndarray, np.ndarray | None]:
-        if (actions is None) != (self.config.target != "av"):
+        if (actions is None) == self.config.target_kind.takes_action:
             raise ValueError("pass actions exactly when the model's target is 'av'")
         return np.asarray(states), None if actions is None else np.asarray(actions)
 
@@ -269,7 +270,7 @@ class Predictor:
         self, fens: Sequence[str], moves: Sequence[Sequence[str]]
     ) -> list[np.ndarray]:
         """AV: for board i, the predicted win probability of each move in moves[i]."""
-        self._require("av", "action_values")
+        self._require(AV, "action_values")
         if len(fens) != len(moves):
             raise ValueError(f"{len(fens)} FENs but {len(moves)} move lists")
         lengths = np.array([len(m) for m in moves], dtype=np.int64)
@@ -284,7 +285,7 @@ class Predictor:
 
     def state_values(self, fens: Sequence[str]) -> np.ndarray:
         """SV: (N,) predicted win probability of the side to move."""
-        self._require("sv", "state_values")
+        self._require(SV, "state_values")
         if len(fens) == 0:
             return np.zeros(0, np.float32)
         if self._graph is not None:
@@ -293,7 +294,7 @@ class Predictor:
 
     def move_log_probs(self, fens: Sequence[str]) -> np.ndarray:
         """BC: (N, 1968) log-probabilities over the whole action space (legal or not)."""
-        self._require("bc", "move_log_probs")
+        self._require(BC, "move_log_probs")
         if len(fens) == 0:
             return np.zeros((0, NUM_ACTIONS), np.float32)
         if self._graph is not None:
@@ -314,13 +315,13 @@ class Predictor:
 
         A board without legal moves gets ([], an empty array).
         """
-        target = self.config.target
-        if self._graph is not None and target == "av":
+        score = self.config.target_kind.move_score
+        if self._graph is not None and score == "move_value":
             return self._graph.move_values(self.params, boards)  # one pass per board
         legal = [legal_actions(board) for board in boards]
-        if target == "av":
+        if score == "move_value":
             scores = self.action_values([model_fen(b) for b in boards], legal)
-        elif target == "sv":
+        elif score == "successor_value":
             scores = self._successor_scores(boards, legal)
         else:
             scores = self._policy_scores(boards, legal)

@@ -23,7 +23,6 @@ event files of the same numbers when the `tensorboard` extra is installed
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import math
 import os
@@ -33,23 +32,19 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import chess
 import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
 
 from core.interrupts import exit_code, interrupted
 from core.metrics import summarize
 from core.progress import format_duration
 from core.schema import SchemaError
 from model import config as config_lib
-from model import gateau, network, scalar_events
+from model import scalar_events
 from model.checkpoint import (
     Checkpointer,
     abstract_like,
@@ -57,213 +52,23 @@ from model.checkpoint import (
     latest_complete_step,
     set_aside,
 )
-from model.config import Config, ConfigError, ModelConfig, TrainConfig
+from model.config import Config, ConfigError, TrainConfig
 from model.data import BoardData, DataError, fingerprint, load_boards, make_batches
-from model.network import init_params
 from model.predictor import Predictor
 from model.scalar_events import ScalarEvents
-from model.transformer import build, cast, count_params
+from model.train_step import DATA_AXIS as DATA_AXIS
+from model.train_step import Placement as Placement
+from model.train_step import TrainState as TrainState
+from model.train_step import compile_train_step as compile_train_step
+from model.train_step import init_state as init_state
+from model.train_step import jitted, learning_rate, maybe_initialize_distributed
+from model.train_step import make_loss as make_loss
+from model.train_step import make_optimizer as make_optimizer
+from model.transformer import count_params
 
-DATA_AXIS = "data"
 METRICS_FILE = "metrics.jsonl"
 # Signals that stop training at the next step with a checkpoint (exit code: core.interrupts).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-class TrainState(NamedTuple):
-    params: Any
-    ema_params: Any
-    opt_state: Any
-
-
-# --- pure pieces: schedule, optimiser, loss, step -------------------------------------
-
-
-def learning_rate(t: TrainConfig) -> optax.Schedule:
-    """Linear warm-up from 0 over `warmup_steps`, then constant or cosine to final_lr_ratio."""
-    peak = t.learning_rate
-    if t.lr_schedule == "cosine":
-        return optax.warmup_cosine_decay_schedule(
-            init_value=0.0,
-            peak_value=peak,
-            warmup_steps=t.warmup_steps,
-            decay_steps=max(t.num_steps, t.warmup_steps + 1),
-            end_value=peak * t.final_lr_ratio,
-        )
-    if t.warmup_steps:
-        return optax.join_schedules(
-            [optax.linear_schedule(0.0, peak, t.warmup_steps), optax.constant_schedule(peak)],
-            [t.warmup_steps],
-        )
-    return optax.constant_schedule(peak)
-
-
-def make_optimizer(t: TrainConfig) -> optax.GradientTransformation:
-    """Adam after global-norm clipping (the paper's optimiser)."""
-    return optax.chain(optax.clip_by_global_norm(t.grad_clip_norm), optax.adam(learning_rate(t)))
-
-
-def make_loss(config: Config) -> Callable:
-    """loss(params, batch) -> (mean cross-entropy, metrics). Hard targets are int indices;
-    soft (HL-Gauss) targets are distributions over the bins (last axis)."""
-    if network.is_graph(config):
-        return _make_graph_loss(config)
-    model = build(config)
-    dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
-
-    def loss(params, batch):
-        log_probs = model.apply(cast(params, dtype), batch["states"], batch.get("actions"))
-        nll, hard = _cross_entropy(log_probs, batch["targets"])
-        mean = nll.mean()
-        accuracy = (jnp.argmax(log_probs, axis=-1) == hard).mean()
-        return mean, {"loss": mean, "accuracy": accuracy}
-
-    return loss
-
-
-def _cross_entropy(log_probs: jax.Array, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """-log p(target) and the hard target, for int targets or soft targets (last axis)."""
-    if targets.ndim == log_probs.ndim:
-        return -(targets * log_probs).sum(axis=-1), jnp.argmax(targets, axis=-1)
-    nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
-    return nll, targets
-
-
-def _make_graph_loss(config: Config) -> Callable:
-    """The gateau backbone's loss on whole boards (model.data.BoardBatches): AV averages
-    over the valued move edges of the batch (every action value is one term, as in the
-    transformer's AV), SV over boards, BC over boards with the log-softmax over each
-    board's move edges. `values_per_board` is the number of labels a board carried."""
-    model = gateau.build(config)
-    dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
-
-    def loss(params, batch):
-        log_probs = model.apply(
-            cast(params, dtype),
-            batch["states"],
-            batch["senders"],
-            batch["receivers"],
-            batch["kinds"],
-        )
-        nll, hard = _cross_entropy(log_probs, batch["targets"])
-        right = jnp.argmax(log_probs, axis=-1) == hard
-        if "target_mask" in batch:
-            mask = batch["target_mask"]
-            count = mask.sum()
-            mean = jnp.where(mask, nll, 0.0).sum() / jnp.maximum(count, 1)
-            accuracy = jnp.where(mask, right, False).sum() / jnp.maximum(count, 1)
-            per_board = count / mask.shape[0]
-        else:
-            mean, accuracy, per_board = nll.mean(), right.mean(), jnp.float32(1.0)
-        return mean, {"loss": mean, "accuracy": accuracy, "values_per_board": per_board}
-
-    return loss
-
-
-def make_train_step(config: Config, optimizer: optax.GradientTransformation) -> Callable:
-    """step(state, batch) -> (state, metrics): one Adam update and the EMA update."""
-    loss = make_loss(config)
-    decay = config.train.ema_decay
-
-    def step(state: TrainState, batch) -> tuple[TrainState, dict]:
-        grads, metrics = jax.grad(loss, has_aux=True)(state.params, batch)
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        ema = jax.tree_util.tree_map(
-            lambda e, p: decay * e + (1.0 - decay) * p, state.ema_params, params
-        )
-        metrics["grad_norm"] = optax.tree.norm(grads)
-        return TrainState(params, ema, opt_state), metrics
-
-    return step
-
-
-def make_eval_step(config: Config) -> Callable:
-    loss = make_loss(config)
-    return lambda params, batch: loss(params, batch)[1]
-
-
-# --- devices --------------------------------------------------------------------------
-
-
-def maybe_initialize_distributed(force: bool = False) -> None:
-    """jax.distributed.initialize when launched as one process of many (env-var triggered)."""
-    env = os.environ
-    if not (force or env.get("JAX_COORDINATOR_ADDRESS")):
-        return
-    kwargs = {}
-    if env.get("JAX_NUM_PROCESSES"):
-        kwargs["num_processes"] = int(env["JAX_NUM_PROCESSES"])
-    if env.get("JAX_PROCESS_ID"):
-        kwargs["process_id"] = int(env["JAX_PROCESS_ID"])
-    jax.distributed.initialize(**kwargs)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """The mesh and the two shardings the loop uses."""
-
-    mesh: Mesh
-    replicated: NamedSharding
-    batch: NamedSharding
-    # XLA's CPU runtime can deadlock when a step's all-reduce starts on one device while the
-    # previous step still holds the thread pool on another (reproduced with two forced host
-    # devices on one or two cores: the rendezvous aborts after 40 s). On CPU with several
-    # devices the loop therefore waits for each step before dispatching the next; accelerators
-    # keep the asynchronous dispatch that hides the host's work.
-    wait_each_step: bool = False
-
-    @classmethod
-    def over_all_devices(cls) -> Placement:
-        devices = jax.devices()
-        mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
-        wait = devices[0].platform == "cpu" and len(devices) > 1
-        return cls(mesh, NamedSharding(mesh, P()), NamedSharding(mesh, P(DATA_AXIS)), wait)
-
-    def global_batch(self, local: dict[str, np.ndarray]) -> dict[str, jax.Array]:
-        """This process's rows -> arrays sharded over the data axis of all processes."""
-        return {k: jax.make_array_from_process_local_data(self.batch, v) for k, v in local.items()}
-
-
-def init_state(config: Config, placement: Placement) -> TrainState:
-    params = jax.device_put(init_params(config), placement.replicated)
-    # A host round trip gives the EMA its own buffers (the step donates the state).
-    ema = jax.device_put(jax.device_get(params), placement.replicated)
-    opt_state = _jitted(config.model, config.train, placement).optimizer_init(params)
-    return TrainState(params, ema, opt_state)
-
-
-def compile_train_step(config: Config, placement: Placement) -> Callable:
-    """The jitted step(state, batch): state replicated, batch split over the data axis."""
-    return _jitted(config.model, config.train, placement).step
-
-
-class _Jitted(NamedTuple):
-    step: Callable
-    optimizer_init: Callable
-    evaluate: Callable
-
-
-@functools.cache
-def _jitted(model: ModelConfig, t: TrainConfig, placement: Placement) -> _Jitted:
-    """The loop's jitted functions, shared by runs of one config in a process (tests, or a
-    notebook training twice) so that each compiles once."""
-    config = Config(model=model, train=t)
-    optimizer = make_optimizer(t)
-    return _Jitted(
-        step=jax.jit(
-            make_train_step(config, optimizer),
-            in_shardings=(placement.replicated, placement.batch),
-            out_shardings=(placement.replicated, placement.replicated),
-            donate_argnums=0,
-        ),
-        optimizer_init=jax.jit(optimizer.init, out_shardings=placement.replicated),
-        evaluate=jax.jit(
-            make_eval_step(config),
-            in_shardings=(placement.replicated, placement.batch),
-            out_shardings=placement.replicated,
-        ),
-    )
 
 
 # --- logging --------------------------------------------------------------------------
@@ -356,7 +161,7 @@ class Evaluator:
             process_count=jax.process_count(),
         )
         self.batches = [placement.global_batch(next(batches)) for _ in range(t.eval_batches)]
-        self.step = _jitted(config.model, t, placement).evaluate
+        self.step = jitted(config.model, t, placement).evaluate
         # Accuracy and tau compare every legal move, so they need complete boards.
         playable = np.flatnonzero((np.diff(test.pair_offsets) > 0) & ~test.partial)
         rng = np.random.default_rng(t.seed)
@@ -445,50 +250,13 @@ def train(
             f"train.batch_size {t.batch_size} is not divisible by the {len(jax.devices())} devices"
         )
     is_main = jax.process_index() == 0
-    os.makedirs(out, exist_ok=True)
-    resume_step, incomplete = latest_complete_step(checkpoints_dir(out))
-    if is_main:
-        for step_dir, missing in incomplete:  # they would block these steps' next saves
-            log(set_aside(step_dir, missing))
-    if incomplete and jax.process_count() > 1:
-        multihost_utils.sync_global_devices("incomplete checkpoints set aside")
-    checkpointer = Checkpointer(checkpoints_dir(out), keep=t.keep_checkpoints)
-    meta = None
-    if resume_step is not None:
-        meta = checkpointer.meta(resume_step)
-        check_resumable(config_lib.from_dict(meta["config"]), config, out)
-    if is_main:
-        with open(os.path.join(out, "config.toml"), "w") as f:
-            f.write(config_lib.to_toml(config))
-
+    checkpointer, resume_step, meta = _open_run_dir(config, out, is_main, log)
     started = time.perf_counter()
-    train_data = load_boards(config.data.train)
-    test_data = load_boards(config.data.test) if config.data.test else None
-    log(
-        f"data: {train_data.num_boards} boards, {train_data.num_pairs} action values "
-        f"from {len(train_data.files)} shard(s) in {time.perf_counter() - started:.1f}s"
-        + (f"; test: {test_data.num_boards} boards" if test_data else "; no test split")
-    )
-    if meta is not None and meta.get("data_fingerprint") != fingerprint(train_data):
-        log(
-            f"warning: the training data differ from the checkpoint's "
-            f"({meta.get('data_fingerprint')} vs {fingerprint(train_data)}): "
-            "the data order does not continue exactly"
-        )
-
+    train_data, test_data = _load_data(config, meta, log)
     state = init_state(config, placement)
     start_step, position = 0, 0
     if resume_step is not None:
-        restored = checkpointer.restore(
-            resume_step,
-            {
-                "params": abstract_like(state.params, placement.replicated),
-                "ema_params": abstract_like(state.ema_params, placement.replicated),
-                "opt_state": abstract_like(state.opt_state, placement.replicated),
-            },
-        )
-        state = TrainState(restored["params"], restored["ema_params"], restored["opt_state"])
-        start_step, position = restored["meta"]["step"], restored["meta"]["data_position"]
+        state, start_step, position = _restore(checkpointer, resume_step, state, placement)
         log(f"resumed from step {start_step} (data position {position}) in {out}")
     log(
         f"model {config.model.backbone} {config.model.size}: {count_params(state.params):,} "
@@ -628,6 +396,67 @@ def train(
         stopped_early,
         stop_signal[0] if stopped_early and stop_signal else None,
     )
+
+
+def _open_run_dir(
+    config: Config, out: str, is_main: bool, log: Callable[[str], None]
+) -> tuple[Checkpointer, int | None, dict | None]:
+    """Readies run dir `out`: incomplete checkpoints set aside, the latest complete one
+    checked against `config`, config.toml written. Returns the checkpointer, the step to
+    resume from (None: a fresh run) and that checkpoint's meta."""
+    os.makedirs(out, exist_ok=True)
+    resume_step, incomplete = latest_complete_step(checkpoints_dir(out))
+    if is_main:
+        for step_dir, missing in incomplete:  # they would block these steps' next saves
+            log(set_aside(step_dir, missing))
+    if incomplete and jax.process_count() > 1:
+        multihost_utils.sync_global_devices("incomplete checkpoints set aside")
+    checkpointer = Checkpointer(checkpoints_dir(out), keep=config.train.keep_checkpoints)
+    meta = None
+    if resume_step is not None:
+        meta = checkpointer.meta(resume_step)
+        check_resumable(config_lib.from_dict(meta["config"]), config, out)
+    if is_main:
+        with open(os.path.join(out, "config.toml"), "w") as f:
+            f.write(config_lib.to_toml(config))
+    return checkpointer, resume_step, meta
+
+
+def _load_data(
+    config: Config, meta: dict | None, log: Callable[[str], None]
+) -> tuple[BoardData, BoardData | None]:
+    """The train and test boards, with a warning when they are not the resumed run's."""
+    started = time.perf_counter()
+    train_data = load_boards(config.data.train)
+    test_data = load_boards(config.data.test) if config.data.test else None
+    log(
+        f"data: {train_data.num_boards} boards, {train_data.num_pairs} action values "
+        f"from {len(train_data.files)} shard(s) in {time.perf_counter() - started:.1f}s"
+        + (f"; test: {test_data.num_boards} boards" if test_data else "; no test split")
+    )
+    if meta is not None and meta.get("data_fingerprint") != fingerprint(train_data):
+        log(
+            f"warning: the training data differ from the checkpoint's "
+            f"({meta.get('data_fingerprint')} vs {fingerprint(train_data)}): "
+            "the data order does not continue exactly"
+        )
+    return train_data, test_data
+
+
+def _restore(
+    checkpointer: Checkpointer, step: int, state: TrainState, placement: Placement
+) -> tuple[TrainState, int, int]:
+    """The state saved at `step` (placed like `state`), its step and data position."""
+    restored = checkpointer.restore(
+        step,
+        {
+            "params": abstract_like(state.params, placement.replicated),
+            "ema_params": abstract_like(state.ema_params, placement.replicated),
+            "opt_state": abstract_like(state.opt_state, placement.replicated),
+        },
+    )
+    state = TrainState(restored["params"], restored["ema_params"], restored["opt_state"])
+    return state, restored["meta"]["step"], restored["meta"]["data_position"]
 
 
 def _train_record(window, step, timer_step, timer_start, t: TrainConfig, lr) -> dict:

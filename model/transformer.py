@@ -117,7 +117,7 @@ def _transformed(model: ModelConfig, output_size: int) -> hk.Transformed:
 def example_inputs(config: Config, batch: int = 1) -> tuple[np.ndarray, np.ndarray | None]:
     """Zero inputs of the right shapes for init and shape inference."""
     states = np.zeros((batch, MAX_SEQUENCE_LENGTH - 2), np.int32)
-    actions = np.zeros((batch,), np.int32) if config.target == "av" else None
+    actions = np.zeros((batch,), np.int32) if config.target_kind.takes_action else None
     return states, actions
 
 

@@ -31,7 +31,8 @@ from typing import Literal, get_args
 import chess
 
 from core.actions import ACTION_TO_INDEX, legal_actions
-from core.schema import SOURCE_ANNOTATE
+from core.schema import SOURCE_ANNOTATE, BoardRow, make_board_row
+from core.values import best_score_index
 from pipeline.engine import (
     EngineError,
     EngineProtocolError,
@@ -59,28 +60,29 @@ def best_index(searches: list[MoveSearch]) -> int:
 
     Ties go to the first move in action-space order, so the choice is deterministic.
     """
-    return max(range(len(searches)), key=lambda i: (searches[i].score.rank_key(), -i))
+    return best_score_index([s.score for s in searches])
 
 
-def board_row(fen: str, count: int, searches: list[MoveSearch], engine: str, limit: Limit) -> dict:
+def board_row(
+    fen: str, count: int, searches: list[MoveSearch], engine: str, limit: Limit
+) -> BoardRow:
     """The BOARD_SCHEMA row of one annotated board (moves in the order searched)."""
     best = searches[best_index(searches)]
-    return {
-        "fen": fen,
-        "count": count,
-        "moves": [s.move for s in searches],
-        "win_probs": [s.score.win_prob for s in searches],
-        "cp": [s.score.cp for s in searches],
-        "mate": [s.score.mate for s in searches],
-        "best_move": best.move,
-        "state_win_prob": best.score.win_prob,
-        "state_cp": best.score.cp,
-        "state_mate": best.score.mate,
-        "partial": False,
-        "source": SOURCE_ANNOTATE,
-        "engine": engine,
-        "limit": str(limit),
-    }
+    return make_board_row(
+        fen,
+        count=count,
+        moves=[s.move for s in searches],
+        win_probs=[s.score.win_prob for s in searches],
+        cp=[s.score.cp for s in searches],
+        mate=[s.score.mate for s in searches],
+        best_move=best.move,
+        state_win_prob=best.score.win_prob,
+        state_cp=best.score.cp,
+        state_mate=best.score.mate,
+        source=SOURCE_ANNOTATE,
+        engine=engine,
+        limit=str(limit),
+    )
 
 
 def limit_label(limit: Limit, mode: Mode = "action-values", multipv: int = 1) -> str:
@@ -93,7 +95,7 @@ def limit_label(limit: Limit, mode: Mode = "action-values", multipv: int = 1) ->
 
 def search_row(
     fen: str, count: int, legal: list[str], search: RootSearch, engine: str, limit: str
-) -> dict:
+) -> BoardRow:
     """The BOARD_SCHEMA row of one root search (`limit` is its `limit_label`).
 
     The lines' first moves, in action-space order, with their scores; the best line (highest
@@ -110,25 +112,25 @@ def search_row(
             f"root search of {fen!r} reported lines {moves}: "
             + (f"{illegal} not legal" if illegal else "a move twice")
         )
-    best = max(range(len(lines)), key=lambda i: (lines[i].score.rank_key(), -i))
+    best = best_score_index([line.score for line in lines])
     order = sorted(range(len(lines)), key=lambda i: ACTION_TO_INDEX[moves[i]])
     scores = [lines[i].score for i in order]
-    return {
-        "fen": fen,
-        "count": count,
-        "moves": [moves[i] for i in order],
-        "win_probs": [score.win_prob for score in scores],
-        "cp": [score.cp for score in scores],
-        "mate": [score.mate for score in scores],
-        "best_move": lines[best].move,
-        "state_win_prob": lines[best].score.win_prob,
-        "state_cp": lines[best].score.cp,
-        "state_mate": lines[best].score.mate,
-        "partial": len(lines) < len(legal),
-        "source": SOURCE_ANNOTATE,
-        "engine": engine,
-        "limit": limit,
-    }
+    return make_board_row(
+        fen,
+        count=count,
+        moves=[moves[i] for i in order],
+        win_probs=[score.win_prob for score in scores],
+        cp=[score.cp for score in scores],
+        mate=[score.mate for score in scores],
+        best_move=lines[best].move,
+        state_win_prob=lines[best].score.win_prob,
+        state_cp=lines[best].score.cp,
+        state_mate=lines[best].score.mate,
+        partial=len(lines) < len(legal),
+        source=SOURCE_ANNOTATE,
+        engine=engine,
+        limit=limit,
+    )
 
 
 def board_moves(fen: str) -> list[str]:
@@ -151,7 +153,7 @@ class _Pending:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class BoardResult:
     """One board's result: its schema row, or the error that made it fail."""
 
     fen: str
@@ -164,7 +166,7 @@ class Outcome:
 class BoardAnnotator:
     """Annotates boards with one engine process, restarting it when it fails.
 
-    `submit` queues boards and `collect` returns the oldest one's Outcome, so a caller can keep
+    `submit` queues boards and `collect` returns the oldest one's BoardResult, so a caller can keep
     a board queued behind the one being searched (the engine then never waits for Python).
     `annotate` does one board start to finish. `make_engine` starts a fresh engine; `mode` and
     `multipv` choose how a board is valued (the module doc). A board is retried `retries` times
@@ -266,7 +268,7 @@ class BoardAnnotator:
             except EngineError:
                 self._discard_engine()  # collect() starts another and retries
 
-    def collect(self) -> Outcome:
+    def collect(self) -> BoardResult:
         """The oldest submitted board's outcome, after as many engine restarts as allowed."""
         pending = self._pending[0]
         while True:
@@ -280,11 +282,11 @@ class BoardAnnotator:
                     self._pending.popleft()
                     self._end_isolation()
                     message = f"{len(pending.errors)} attempts failed; last: {pending.errors[-1]}"
-                    return Outcome(pending.fen, pending.count, None, message)
+                    return BoardResult(pending.fen, pending.count, None, message)
                 continue
             self._pending.popleft()
             self._end_isolation()
-            return Outcome(pending.fen, pending.count, row, None)
+            return BoardResult(pending.fen, pending.count, row, None)
 
     def annotate(self, fen: str, count: int = 1) -> dict:
         """The schema row of one board; AnnotationFailed if the engine keeps failing on it."""

@@ -62,6 +62,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from core.cli import config_from_args
 from core.engine_path import find_engine
 from core.interrupts import stop_on_signals
 from core.progress import format_duration, print_result
@@ -77,7 +78,7 @@ from pipeline.annotate_journal import (
     delete_journal,
     flush_open_writers,
 )
-from pipeline.annotate_output import prepare_output, run_identity
+from pipeline.annotate_output import annotate_identity, prepare_output
 from pipeline.card import write_card
 from pipeline.engine import EngineError, Limit, UciEngine
 from pipeline.exclude import Exclusions, load_exclusions
@@ -241,26 +242,13 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         raise SystemExit(f"--multipv must be >= 1, got {args.multipv}")
     if args.multipv != 1 and args.mode != "search":
         raise SystemExit("--multipv is for --mode search (action-values values every move)")
-    config = AnnotateConfig(
+    config = config_from_args(
+        AnnotateConfig,
+        args,
         inputs=tuple(args.inputs),
-        out=args.out,
-        split=args.split,
-        limit=args.limit,
-        mode=args.mode,
-        multipv=args.multipv,
         engine=EngineConfig(
             args.engine, args.threads, args.hash_mb, args.engine_timeout, args.retries
         ),
-        sample_rate=args.sample_rate,
-        seed=args.seed,
-        max_games=args.max_games,
-        allow_setup=args.allow_setup,
-        num_shards=args.num_shards,
-        groups=args.groups,
-        overwrite=args.overwrite,
-        fail_on_input_error=args.fail_on_input_error,
-        progress_seconds=args.progress_seconds,
-        journal_every=args.journal_every,
         exclude=tuple(args.exclude),
     )
     beam_args = runner_args(beam_args)
@@ -360,7 +348,7 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
                 file=sys.stderr,
             )
     with split_lock(config.split_dir, "annotate"):
-        resume = prepare_output(config, run_identity(config, inputs, engine_name))
+        resume = prepare_output(config, annotate_identity(config, inputs, engine_name))
         static = _static_stats(config, inputs, options, config.engine.path, engine_name, exclusions)
         _announce(config, static, resume, exclusions)
         return _run_pipeline(config, inputs, options, static, resume or (), exclusions)

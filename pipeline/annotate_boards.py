@@ -18,7 +18,7 @@ import apache_beam as beam
 from core.engine_path import find_engine
 from core.progress import format_duration
 from pipeline import stats
-from pipeline.action_values import BoardAnnotator, Mode, NoLegalMoves, Outcome
+from pipeline.action_values import BoardAnnotator, BoardResult, Mode, NoLegalMoves
 from pipeline.annotate_config import EngineConfig
 from pipeline.annotate_journal import JOURNAL_EVERY, JournalWriter
 from pipeline.engine import Limit, UciEngine
@@ -171,7 +171,7 @@ class AnnotateBoards(beam.DoFn):
                 s.example("no_legal_moves", fen)
                 continue
             except ValueError as e:  # a FEN the engine must not be given
-                yield self._output(Outcome(fen, count, None, str(e)))
+                yield self._output(BoardResult(fen, count, None, str(e)))
                 continue
             while self._annotator.in_flight > self._lookahead:
                 yield self._output(self._annotator.collect())
@@ -188,7 +188,7 @@ class AnnotateBoards(beam.DoFn):
         if self._journal is not None:
             self._journal.flush()
 
-    def _output(self, outcome: Outcome):
+    def _output(self, outcome: BoardResult):
         """Counts a finished board and returns what to emit for it."""
         s, annotator = self._stats, self._annotator
         s.count("engine_restarts", annotator.restarts - self._restarts_seen)

@@ -1,7 +1,7 @@
 """Readying a split's output directory: a fresh run, the resumption of an interrupted one,
 or a refusal.
 
-A run is identified by everything that decides its rows (`run_identity`), recorded in the
+A run is identified by everything that decides its rows (`annotate_identity`), recorded in the
 journal's run.json when the run starts; a rerun resumes the journal only when it matches.
 """
 
@@ -24,7 +24,7 @@ class JournalMismatch(ValueError):
     """The split holds an interrupted run's journal made with other settings."""
 
 
-def run_identity(config: AnnotateConfig, inputs: list[str], engine: str | None = None) -> dict:
+def annotate_identity(config: AnnotateConfig, inputs: list[str], engine: str | None = None) -> dict:
     """Everything that decides a run's rows: a journal is reused only when this matches.
 
     `engine` is the engine's UCI name with its version (None where the launcher cannot run
@@ -43,7 +43,7 @@ def run_identity(config: AnnotateConfig, inputs: list[str], engine: str | None =
     }
 
 
-# run_identity's keys as the command line spells them, for error messages.
+# annotate_identity's keys as the command line spells them, for error messages.
 _IDENTITY_FLAGS = {
     "engine": "--engine (its name)",
     "limit": "--limit",  # its value shows --mode and --multipv too

@@ -16,10 +16,11 @@ import struct
 
 import numpy as np
 
+from core.targets import TARGETS
 from pipeline.bag import BagFormatError
 
 # The three record kinds: action value, state value, behavioural cloning.
-KINDS = ("av", "sv", "bc")
+KINDS = TARGETS  # ChessBench keeps one target's records per bag
 
 _F64 = struct.Struct(">d")
 

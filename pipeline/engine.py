@@ -27,7 +27,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from core.values import win_probability
+from core.values import Score
 
 
 class EngineError(RuntimeError):
@@ -87,29 +87,6 @@ class Limit:
         if self.kind == "time":
             return 10.0 + 20.0 * self.value
         return 10.0 + self.value / 20_000  # assumes >= 20k nodes/s even on a starved core
-
-
-@dataclass(frozen=True)
-class Score:
-    """An engine score from the side to move's view: exactly one of `cp` and `mate`.
-
-    `mate=N>0` mates in N, `mate=-N` is mated in N, `mate=0` is already mated.
-    """
-
-    cp: int | None = None
-    mate: int | None = None
-
-    @property
-    def win_prob(self) -> float:
-        return win_probability(cp=self.cp, mate=self.mate)
-
-    def rank_key(self) -> tuple[int, int]:
-        """Orders scores from worst to best: being mated soonest < cp < mating soonest."""
-        if self.mate is None:
-            return (1, self.cp)
-        if self.mate > 0:
-            return (2, -self.mate)
-        return (0, -self.mate)
 
 
 @dataclass(frozen=True)

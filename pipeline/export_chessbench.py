@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
+from core.cli import config_from_args
 from core.progress import Progress
 from core.schema import board_files, read_board_file
 from pipeline.bag import BagWriter, shard_names
@@ -114,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--include-partial", action="store_true", help="av: also boards with only some moves"
     )
     args = parser.parse_args(argv)
-    config = ExportConfig(args.input, args.kind, args.output, args.include_partial)
+    config = config_from_args(ExportConfig, args)
     try:
         result = export(config)
     except (FileNotFoundError, ValueError) as e:

@@ -53,6 +53,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from core.actions import legal_actions, move_to_index
+from core.cli import config_from_args
 from core.interrupts import stop_on_signals
 from core.progress import format_duration, print_result
 from core.schema import (
@@ -62,6 +63,7 @@ from core.schema import (
     FAILURES_PREFIX,
     SCHEMA_VERSION,
     SOURCE_CHESSBENCH,
+    BoardRow,
     failures_dir,
     shard_name,
     stats_path,
@@ -92,7 +94,7 @@ _DECODERS = {"av": decode_av, "sv": decode_sv, "bc": decode_bc}
 
 
 @dataclass(frozen=True)
-class ImportConfig:
+class ChessBenchConfig:
     input: str  # bag shards: `name@N` spec, glob, path, or comma-separated list of them
     kind: str  # av | sv | bc
     output: str  # output root; rows go to <output>/<split>
@@ -218,28 +220,30 @@ def _check_board(fen: str) -> chess.Board:
     return board
 
 
-def _row(fen: str, count: int, **values) -> dict:
-    row = {
-        "fen": fen,
-        "count": count,
-        "moves": [],
-        "win_probs": [],
-        "cp": None,
-        "mate": None,
-        "best_move": "",
-        "state_win_prob": None,
-        "state_cp": None,
-        "state_mate": None,
-        "partial": True,
-        "source": SOURCE_CHESSBENCH,
-        "engine": CHESSBENCH_ENGINE,
-        "limit": CHESSBENCH_LIMIT,
-    }
-    row.update(values)
+def _row(fen: str, count: int, **values) -> BoardRow:
+    # Not make_board_row: ChessBench has no engine scores, so `cp` and `mate` are null
+    # columns rather than lists of nulls, and a row is partial unless it has every move.
+    row = BoardRow(
+        fen=fen,
+        count=count,
+        moves=[],
+        win_probs=[],
+        cp=None,
+        mate=None,
+        best_move="",
+        state_win_prob=None,
+        state_cp=None,
+        state_mate=None,
+        partial=True,
+        source=SOURCE_CHESSBENCH,
+        engine=CHESSBENCH_ENGINE,
+        limit=CHESSBENCH_LIMIT,
+    )
+    row.update(values)  # type: ignore[typeddict-item]
     return row
 
 
-def av_row(fen: str, records: Sequence[tuple[str, float]], tally: stats.BundleStats) -> dict:
+def av_row(fen: str, records: Sequence[tuple[str, float]], tally: stats.BundleStats) -> BoardRow:
     """The row of one board's action-value records (see the module doc for the rules)."""
     board = _check_board(fen)
     values = dict(records)
@@ -277,7 +281,7 @@ def av_row(fen: str, records: Sequence[tuple[str, float]], tally: stats.BundleSt
     )
 
 
-def sv_row(fen: str, records: Sequence[float], tally: stats.BundleStats) -> dict:
+def sv_row(fen: str, records: Sequence[float], tally: stats.BundleStats) -> BoardRow:
     _check_board(fen)
     if len(set(records)) > 1:
         tally.count("conflicting_boards")
@@ -286,7 +290,7 @@ def sv_row(fen: str, records: Sequence[float], tally: stats.BundleStats) -> dict
     return _row(fen, len(records), state_win_prob=sum(sorted(records)) / len(records))
 
 
-def bc_row(fen: str, records: Sequence[str], tally: stats.BundleStats) -> dict:
+def bc_row(fen: str, records: Sequence[str], tally: stats.BundleStats) -> BoardRow:
     board = _check_board(fen)
     legal = set(legal_actions(board))
     illegal = sorted(set(records) - legal)
@@ -378,7 +382,7 @@ def summarize(merged: dict, static: dict) -> dict:
 
 
 def build(
-    root: beam.Pipeline, config: ImportConfig, shards: list[str], static: dict
+    root: beam.Pipeline, config: ChessBenchConfig, shards: list[str], static: dict
 ) -> beam.PCollection:
     """Adds the import to `root`: bag shards -> board shards, failures and (last, once the
     rows written are checked against the rows counted) stats.json, whose document is the
@@ -435,7 +439,7 @@ def finish(merged: dict, path: str, static: dict, num_shards: int) -> dict:
     return document
 
 
-def run_config(config: ImportConfig, beam_args: Sequence[str] = ()) -> dict:
+def run_config(config: ChessBenchConfig, beam_args: Sequence[str] = ()) -> dict:
     """Runs the import to completion; returns the stats document (also in stats.json)."""
     config.validate()
     shards = expand_pattern(config.input)
@@ -502,22 +506,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: Sequence[str]) -> tuple[ImportConfig, list[str]]:
+def parse_args(argv: Sequence[str]) -> tuple[ChessBenchConfig, list[str]]:
     args, beam_args = _parser().parse_known_args(list(argv))
-    config = ImportConfig(
-        input=args.input,
-        kind=args.kind,
-        output=args.output,
-        split=args.split,
-        num_shards=args.num_shards,
-        chunk_records=args.chunk_records,
-        overwrite=args.overwrite,
-        groups=args.groups,
-    )
+    config = config_from_args(ChessBenchConfig, args)
     return config, beam_args
 
 
-def _stopped(config: ImportConfig, signum: int) -> str:
+def _stopped(config: ChessBenchConfig, signum: int) -> str:
     """Ctrl-C or SIGTERM: an import is not resumed; the line to print."""
     return (
         f"import_chessbench: stopped by {signal.Signals(signum).name}; an import is not "

@@ -53,15 +53,16 @@ import signal
 import sys
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.cli import config_from_args
 from core.interrupts import stop_on_signals
 from core.progress import Progress, format_duration, print_result
 from core.schema import (
@@ -78,7 +79,9 @@ from core.schema import (
     shard_name,
     stats_path,
 )
+from core.text_files import InputError
 from pipeline.card import write_card
+from pipeline.evals_input import JsonlInput, split_lines
 from pipeline.lichess_evals import (
     DEFAULT_FULLMOVE,
     DEFAULT_HALFMOVE,
@@ -89,7 +92,6 @@ from pipeline.lichess_evals import (
     convert_line,
 )
 from pipeline.workers import SPAWN, usable_cores, worker_start
-from pipeline.zstd_blocks import ZstdDamage, decompressed_chunks
 
 DEFAULT_ROWS_PER_SHARD = 1_000_000
 DEFAULT_PROGRESS_SECONDS = 5.0
@@ -101,95 +103,11 @@ FINISHED_FILE = "finished.json"
 _PART_MANIFEST = "part-{:05d}.json"
 _PART_FILE = "{}-part-{:05d}.parquet"
 
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_CHUNK_BYTES = 1 << 20
 _PROGRESS_EVERY_LINES = 1024  # how often the clock is looked at, not how often it prints
 # A task is ~0.3 s of a worker's time: long enough that sending it costs little, short enough
 # that the lines read ahead (workers * _BATCHES_PER_WORKER batches) take little memory.
 _BATCH_LINES = 2000
 _BATCHES_PER_WORKER = 2  # one being converted, one waiting, so no worker idles
-
-
-class InputError(OSError):
-    """An input that cannot be opened or read to its end; `path` names it.
-
-    (pipeline.sources has its twin; importing it would load Apache Beam, which this
-    single-process importer does not otherwise need.)
-    """
-
-    def __init__(self, path: str, message: str):
-        super().__init__(f"{path}: {message}")
-        self.path = path
-
-
-# --- reading the input ---------------------------------------------------------------------
-
-
-class _Input:
-    """The input's decompressed bytes in chunks; `position` is how far into the file
-    (compressed bytes) the reading is, for the ETA."""
-
-    def __init__(self, path: str):
-        self.path = path
-        try:
-            self.size = os.path.getsize(path)
-            self._raw: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
-        except OSError as e:
-            raise InputError(path, f"cannot open: {e.strerror or e}") from e
-        self.compressed = self._raw.read(4) == _ZSTD_MAGIC
-        self._raw.seek(0)
-
-    @property
-    def position(self) -> int:
-        return self._raw.tell()
-
-    def close(self) -> None:
-        self._raw.close()
-
-    def chunks(self) -> Iterator[bytes]:
-        if not self.compressed:
-            while data := self._read():
-                yield data
-            return
-        # Block by block (pipeline.zstd_blocks): a corrupt file keeps every line before the
-        # damage, and one cut short is an error rather than silently partial data.
-        try:
-            yield from decompressed_chunks(self._read)
-        except ZstdDamage as e:
-            raise InputError(self.path, str(e)) from e
-
-    def _read(self) -> bytes:
-        try:
-            return self._raw.read(_CHUNK_BYTES)
-        except OSError as e:
-            raise InputError(self.path, f"unreadable: {e}") from e
-
-
-def split_lines(chunks: Iterable[bytes], skip: int = 0) -> Iterator[bytes]:
-    """The lines of a byte stream (no `\\n`, no trailing `\\r`), after the first `skip`.
-
-    Skipped lines are only counted, never split out, so resuming past completed parts costs
-    little more than the decompression. A last line without `\\n` counts if it is not empty.
-    """
-    pending = b""
-    for chunk in chunks:
-        if skip:
-            newlines = chunk.count(b"\n")
-            if newlines < skip:
-                skip -= newlines
-                continue
-            end = -1
-            for _ in range(skip):
-                end = chunk.index(b"\n", end + 1)
-            chunk, skip, pending = chunk[end + 1 :], 0, b""
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()
-        for line in lines:
-            yield line[:-1] if line.endswith(b"\r") else line
-    if skip:
-        raise ValueError(f"the input ended with {skip:,} of the lines to skip still unread")
-    if pending:
-        yield pending[:-1] if pending.endswith(b"\r") else pending
 
 
 # --- converting lines ------------------------------------------------------------------------
@@ -363,7 +281,7 @@ class _Part:
 
 
 @dataclass(frozen=True)
-class ImportConfig:
+class LichessEvalsConfig:
     """How to import (the command line's options; see `_parser` for each one's meaning)."""
 
     split: str = "train"
@@ -391,7 +309,7 @@ class ImportMismatch(ValueError):
     """The split holds an interrupted import made with other settings."""
 
 
-# run_identity's keys as the command line spells them, for error messages.
+# import_identity's keys as the command line spells them, for error messages.
 _FLAGS = {
     "input": "--input",
     "input_bytes": "--input (its size)",
@@ -400,7 +318,7 @@ _FLAGS = {
 }
 
 
-def run_identity(input_path: str, config: ImportConfig) -> dict[str, Any]:
+def import_identity(input_path: str, config: LichessEvalsConfig) -> dict[str, Any]:
     """Everything that decides an import's output: its parts are reused only if this matches.
 
     (Not `workers`: the output is the same whatever their number.)
@@ -437,7 +355,7 @@ def _load_parts(import_dir: str, finished: bool) -> list[dict[str, Any]]:
     return manifests
 
 
-def _prepare(input_path: str, split_dir: str, config: ImportConfig) -> list[dict] | None:
+def _prepare(input_path: str, split_dir: str, config: LichessEvalsConfig) -> list[dict] | None:
     """Readies `split_dir`: returns the completed parts to resume from (possibly none).
 
     Raises ImportMismatch for an interrupted import with other settings and FileExistsError
@@ -445,7 +363,7 @@ def _prepare(input_path: str, split_dir: str, config: ImportConfig) -> list[dict
     """
     import_dir = import_path(split_dir)
     run_file = os.path.join(import_dir, RUN_FILE)
-    identity = run_identity(input_path, config)
+    identity = import_identity(input_path, config)
     if config.overwrite:
         for path in local_outputs(split_dir):
             if os.path.isdir(path):  # an old layout's _import/
@@ -495,9 +413,9 @@ def _prepare(input_path: str, split_dir: str, config: ImportConfig) -> list[dict
 
 
 def _read_parts(
-    source: _Input,
+    source: JsonlInput,
     import_dir: str,
-    config: ImportConfig,
+    config: LichessEvalsConfig,
     done: list[dict[str, Any]],
     input_name: str,
 ) -> tuple[list[dict[str, Any]], int]:
@@ -605,7 +523,7 @@ def summarize(
 
 
 def import_lichess_evals(
-    input_path: str, output_dir: str, config: ImportConfig = ImportConfig()
+    input_path: str, output_dir: str, config: LichessEvalsConfig = LichessEvalsConfig()
 ) -> dict[str, Any]:
     """Imports `input_path` into `output_dir/<config.split>/`; returns the stats.json document.
 
@@ -623,7 +541,7 @@ def import_lichess_evals(
     if os.path.exists(finished_file):
         parts = done
     else:
-        source = _Input(input_path)
+        source = JsonlInput(input_path)
         try:
             parts, converted = _read_parts(source, import_dir, config, done, input_path)
         finally:
@@ -639,7 +557,7 @@ def import_lichess_evals(
         "workers": config.worker_count,
         "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
-    document = summarize(parts, run_identity(input_path, config), split_dir, run)
+    document = summarize(parts, import_identity(input_path, config), split_dir, run)
     _write_json(stats_path(split_dir), document)
     os.remove(os.path.join(import_dir, RUN_FILE))  # first: leftovers are then never resumed
     shutil.rmtree(import_dir)
@@ -691,14 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     import_dir = import_path(os.path.join(args.output, args.split))
     try:
-        config = ImportConfig(
-            split=args.split,
-            rows_per_shard=args.rows_per_shard,
-            max_lines=args.max_lines,
-            overwrite=args.overwrite,
-            progress_seconds=args.progress_seconds,
-            workers=args.workers,
-        )
+        config = config_from_args(LichessEvalsConfig, args)
         with stop_on_signals(functools.partial(_stopped, import_dir)):
             document = import_lichess_evals(args.input, args.output, config)
     except (OSError, ValueError, WorkerDied) as e:  # InputError, ImportMismatch, ...

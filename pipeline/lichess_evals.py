@@ -41,7 +41,7 @@ from typing import Any
 import chess
 
 from core.actions import ACTION_TO_INDEX
-from core.schema import SOURCE_LICHESS_EVALS
+from core.schema import SOURCE_LICHESS_EVALS, BoardRow, make_board_row
 from core.values import win_probability
 
 DEFAULT_HALFMOVE = 0
@@ -81,7 +81,7 @@ class BadLine(ValueError):
 class Converted:
     """A board row (the columns of BOARD_SCHEMA) and the stats notes it earned."""
 
-    row: dict[str, Any]
+    row: BoardRow
     duplicate_pv_moves: int = 0
     best_pv_not_first: bool = False
 
@@ -206,22 +206,22 @@ def convert_record(record: Any) -> Converted:
     # yields one more, which spares generating all of them.
     partial = next(itertools.islice(board.generate_legal_moves(), len(moves), None), None)
     best_cp, best_mate, _ = values[best_uci]
-    row = {
-        "fen": canonical_fen(board, fen.split(None, 1)[0]),
-        "count": 1,
-        "moves": moves,
-        "win_probs": [values[m][2] for m in moves],
-        "cp": [values[m][0] for m in moves],
-        "mate": [values[m][1] for m in moves],
-        "best_move": best_uci,
-        "state_win_prob": best_p,
-        "state_cp": best_cp,
-        "state_mate": best_mate,
-        "partial": partial is not None,
-        "source": SOURCE_LICHESS_EVALS,
-        "engine": ENGINE,
-        "limit": limit,
-    }
+    row = make_board_row(
+        canonical_fen(board, fen.split(None, 1)[0]),
+        count=1,
+        moves=moves,
+        win_probs=[values[m][2] for m in moves],
+        cp=[values[m][0] for m in moves],
+        mate=[values[m][1] for m in moves],
+        best_move=best_uci,
+        state_win_prob=best_p,
+        state_cp=best_cp,
+        state_mate=best_mate,
+        partial=partial is not None,
+        source=SOURCE_LICHESS_EVALS,
+        engine=ENGINE,
+        limit=limit,
+    )
     return Converted(row, duplicates, best_index != 0)
 
 

@@ -53,6 +53,7 @@ import chess
 import chess.pgn
 import zstandard
 
+from core.cli import config_from_args
 from core.engine_path import EngineNotFoundError, find_engine
 from core.game_end import board_outcome
 from core.openings import DEFAULT_OPENINGS, Opening, choose_openings, load_openings
@@ -232,7 +233,7 @@ def pgn_text(task: GameTask, game: PlayedGame, player: str, date: str) -> str:
 # --- the run -------------------------------------------------------------------------------
 
 
-def run_identity(config: SelfPlayConfig, engine_name: str, openings: list[Opening]) -> dict:
+def selfplay_identity(config: SelfPlayConfig, engine_name: str, openings: list[Opening]) -> dict:
     """Everything that decides the games (not `workers`, `out` or `date`)."""
     return {
         "engine": engine_name,
@@ -343,7 +344,7 @@ def run(config: SelfPlayConfig, show_progress: bool = True) -> dict:
     path = find_engine(config.engine)
     with UciEngine(path) as probe:
         engine_name = probe.name
-    identity = run_identity(config, engine_name, openings)
+    identity = selfplay_identity(config, engine_name, openings)
     tasks = plan(config, openings, identity)
     player = f"{engine_name} {config.limit}"
     if config.random_prob:
@@ -447,21 +448,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        config = SelfPlayConfig(
-            games=args.games,
-            out=args.out,
-            limit=args.limit,
-            seed=args.seed,
-            random_plies=args.random_plies,
-            random_prob=args.random_prob,
-            max_plies=args.max_plies,
-            openings=args.openings,
-            workers=args.workers,
-            engine=args.engine,
-            hash_mb=args.hash_mb,
-            date=args.date,
-            overwrite=args.overwrite,
-        )
+        config = config_from_args(SelfPlayConfig, args)
         document = run(config, show_progress=not args.quiet)
     except (ValueError, FileExistsError, EngineNotFoundError, SelfPlayError, EngineError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -20,19 +20,12 @@ from typing import BinaryIO
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from core.text_files import InputError
 from pipeline.zstd_blocks import ZstdDamage, decompressed_chunks
 
 _CHUNK_BYTES = 1 << 20
 _GLOB_CHARS = "*?["
 _PGN_SUFFIXES = (".pgn", ".pgn.zst", ".pgn.gz", ".pgn.bz2")
-
-
-class InputError(IOError):
-    """An input that could not be read to its end; `path` names it."""
-
-    def __init__(self, path: str, message: str):
-        super().__init__(f"{path}: {message}")
-        self.path = path
 
 
 class NoInputError(FileNotFoundError):

@@ -6,8 +6,11 @@ import pytest
 from core.schema import (
     BOARD_SCHEMA,
     FAILURE_SCHEMA,
+    BoardRow,
     SchemaError,
+    boards_table,
     check_schema,
+    make_board_row,
     read_board_file,
     read_boards,
     write_boards,
@@ -135,3 +138,27 @@ def test_an_unknown_column_is_a_clear_error(tmp_path):
     write_boards([ROW], str(path))
     with pytest.raises(ValueError, match="nonsense"):
         read_board_file(str(path), columns=["fen", "nonsense"])
+
+
+def test_board_row_type_has_the_schema_columns_in_order():
+    assert list(BoardRow.__annotations__) == BOARD_SCHEMA.names
+
+
+def test_make_board_row_fills_nulls_and_survives_a_table():
+    row = make_board_row(
+        "8/8/8/8/8/8/8/K6k w - - 0 1", engine="e", limit="nodes=1", moves=["a1a2"], win_probs=[0.5]
+    )
+    assert (row["cp"], row["mate"], row["partial"], row["source"]) == (
+        [None],
+        [None],
+        False,
+        "annotate",
+    )
+    assert boards_table([row]).to_pylist() == [row]
+
+
+def test_make_board_row_refuses_lists_that_are_not_parallel():
+    with pytest.raises(ValueError, match="1 moves but 2 win_probs"):
+        make_board_row("f", engine="e", limit="l", moves=["a1a2"], win_probs=[0.1, 0.2])
+    with pytest.raises(ValueError, match="source 'x'"):
+        make_board_row("f", engine="e", limit="l", source="x")

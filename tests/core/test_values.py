@@ -4,7 +4,7 @@ import chess.engine
 import numpy as np
 import pytest
 
-from core.values import centipawns, win_probabilities, win_probability
+from core.values import Score, best_score_index, centipawns, win_probabilities, win_probability
 
 
 def lichess_formula(cp):
@@ -60,3 +60,12 @@ def test_vectorised_matches_scalar():
     mate = np.array([np.nan, np.nan, 3, -2, np.nan, 0])
     expected = [win_probability(cp=-300), 0.5, 1.0, 0.0, win_probability(cp=57), 0.0]
     np.testing.assert_allclose(win_probabilities(cp, mate), expected, atol=1e-12)
+
+
+def test_best_score_index_is_the_labels_and_the_oracles_tie_rule():
+    scores = [Score(cp=30), Score(mate=5), Score(mate=-1), Score(mate=2), Score(mate=2)]
+    assert best_score_index(scores) == 3  # the shortest mate, the first of equals
+    assert best_score_index([Score(mate=0), Score(mate=-3), Score(cp=-900)]) == 2
+    assert best_score_index([Score(cp=10), Score(cp=10)]) == 0
+    with pytest.raises(ValueError):
+        best_score_index([])

@@ -15,7 +15,7 @@ import threading
 import chess
 import pytest
 
-from core.schema import BOARDS_PREFIX, shard_name, write_boards
+from core.schema import BOARDS_PREFIX, make_board_row, shard_name, write_boards
 from eval.engines import AgentBase, EngineSettings, StockfishOracleAgent
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -73,20 +73,20 @@ def annotated_rows(positions, oracle: StockfishOracleAgent) -> list[dict]:
         values = oracle.move_values(chess.Board(fen))
         best = max(values, key=lambda v: v.score)
         rows.append(
-            {
-                "fen": fen,
-                "count": count,
-                "moves": [v.move.uci() for v in values],
-                "win_probs": [v.win_prob for v in values],
-                "cp": [v.score.score() for v in values],
-                "mate": [v.score.mate() for v in values],
-                "best_move": best.move.uci(),
-                "state_win_prob": best.win_prob,
-                "state_cp": best.score.score(),
-                "state_mate": best.score.mate(),
-                "engine": "stockfish",
-                "limit": oracle.settings.describe(),
-            }
+            make_board_row(
+                fen,
+                count=count,
+                moves=[v.move.uci() for v in values],
+                win_probs=[v.win_prob for v in values],
+                cp=[v.score.score() for v in values],
+                mate=[v.score.mate() for v in values],
+                best_move=best.move.uci(),
+                state_win_prob=best.win_prob,
+                state_cp=best.score.score(),
+                state_mate=best.score.mate(),
+                engine="stockfish",
+                limit=oracle.settings.describe(),
+            )
         )
     return rows
 

@@ -15,7 +15,7 @@ import pytest
 
 from core.values import win_probability
 from eval.engines import RandomAgent
-from eval.uci import UciEngine, parse_position, wdl_per_mille, win_prob_to_cp
+from eval.uci import UciServer, parse_position, wdl_per_mille, win_prob_to_cp
 from eval.uci_choosers import AgentChooser, ModelUnavailable
 from eval.uci_options import OPTIONS, UciOptions
 
@@ -44,9 +44,9 @@ class Recorder:
         return AgentChooser(agent)
 
 
-def session(lines: list[str], factory=None, **kwargs) -> tuple[list[str], UciEngine]:
+def session(lines: list[str], factory=None, **kwargs) -> tuple[list[str], UciServer]:
     out = io.StringIO()
-    engine = UciEngine(factory or Recorder(), out, **kwargs)
+    engine = UciServer(factory or Recorder(), out, **kwargs)
     engine.run(lines)
     return out.getvalue().splitlines(), engine
 

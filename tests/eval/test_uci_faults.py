@@ -19,7 +19,7 @@ import jax
 import pytest
 
 from eval.engines import NeuralAgent
-from eval.uci import UciEngine, parse_position
+from eval.uci import UciServer, parse_position
 from eval.uci_choosers import ModelUnavailable, PolicyChooser
 from eval.uci_options import OPTIONS, UciOptions
 from model import config as config_lib
@@ -193,7 +193,7 @@ def test_fuzzed_commands_never_escape_and_every_go_gets_one_legal_bestmove():
     rng = random.Random(14)
     factory = TinyPolicies()
     out = io.StringIO()
-    engine = UciEngine(factory, out)
+    engine = UciServer(factory, out)
     held: chess.Board | None = None  # the board of a `go ponder|infinite` awaiting stop
     for _ in range(400):
         board = engine.board.copy()

@@ -14,7 +14,7 @@ import chess
 import chess.engine
 import pytest
 
-from eval.uci import UciEngine, score_words
+from eval.uci import UciServer, score_words
 from eval.uci_choosers import AgentFactory, NeuralFactory, PolicyChooser, SearchChooser
 
 SEARCH = {"Simulations": 1_000_000, "SearchBatch": 4}  # limited by `go`, not by the option
@@ -184,7 +184,7 @@ def test_simulations_zero_is_the_searchless_engine_exactly(engine):
 
 def test_the_tree_is_reused_along_a_game_and_reset_otherwise(tiny_run):
     out = io.StringIO()
-    engine = UciEngine(NeuralFactory(str(tiny_run)), out)
+    engine = UciServer(NeuralFactory(str(tiny_run)), out)
 
     def go(position: str) -> bool:
         engine.handle(position)
@@ -248,7 +248,7 @@ def test_a_line_ending_in_mate_is_scored_as_mate():
 
 def test_a_policy_model_says_it_cannot_search_and_plays(tmp_path, tiny_bc_run):
     out = io.StringIO()
-    engine = UciEngine(NeuralFactory(str(tmp_path)), out)
+    engine = UciServer(NeuralFactory(str(tmp_path)), out)
     lines = [
         f"setoption name WeightsFile value {tiny_bc_run}",
         "setoption name Simulations value 8",
@@ -261,7 +261,7 @@ def test_a_policy_model_says_it_cannot_search_and_plays(tmp_path, tiny_bc_run):
 
 def test_the_search_options_are_announced_and_checked():
     out = io.StringIO()
-    engine = UciEngine(AgentFactory("random"), out)
+    engine = UciServer(AgentFactory("random"), out)
     engine.run(
         ["uci", "setoption name CPuct value 0", "setoption name PriorTemperature value warm"]
         + ["setoption name SearchBatch value 0", "setoption name Simulations value -1"]

@@ -22,7 +22,7 @@ import pytest
 
 from core.actions import legal_actions
 from core.engine_path import engine_id
-from core.schema import shard_name, write_boards
+from core.schema import make_board_row, shard_name, write_boards
 from core.values import win_probability
 
 NODES = 200
@@ -65,20 +65,20 @@ def annotate(fen: str, count: int, engine: chess.engine.SimpleEngine, limit, nam
         mates.append(mate)
         probs.append(win_probability(cp=cp) if mate is None else win_probability(mate=mate))
     best = max(range(len(moves)), key=lambda i: probs[i])  # first best in action order
-    return {
-        "fen": fen,
-        "count": count,
-        "moves": moves,
-        "win_probs": probs,
-        "cp": cps,
-        "mate": mates,
-        "best_move": moves[best],
-        "state_win_prob": probs[best],
-        "state_cp": cps[best],
-        "state_mate": mates[best],
-        "engine": name,
-        "limit": f"nodes={NODES}",
-    }
+    return make_board_row(
+        fen,
+        count=count,
+        moves=moves,
+        win_probs=probs,
+        cp=cps,
+        mate=mates,
+        best_move=moves[best],
+        state_win_prob=probs[best],
+        state_cp=cps[best],
+        state_mate=mates[best],
+        engine=name,
+        limit=f"nodes={NODES}",
+    )
 
 
 def annotate_all(boards: list[tuple[str, int]], engine_path: str, workers: int = 2) -> list[dict]:
@@ -120,20 +120,16 @@ def synthetic_rows(num_boards: int, seed: int) -> list[dict]:
         probs = [rng.random() for _ in moves]
         best = max(range(len(moves)), key=lambda i: probs[i])
         rows.append(
-            {
-                "fen": fen,
-                "count": rng.randint(1, 5),
-                "moves": moves,
-                "win_probs": probs,
-                "cp": [None] * len(moves),
-                "mate": [None] * len(moves),
-                "best_move": moves[best],
-                "state_win_prob": probs[best],
-                "state_cp": None,
-                "state_mate": None,
-                "engine": "synthetic",
-                "limit": "none",
-            }
+            make_board_row(
+                fen,
+                count=rng.randint(1, 5),
+                moves=moves,
+                win_probs=probs,
+                best_move=moves[best],
+                state_win_prob=probs[best],
+                engine="synthetic",
+                limit="none",
+            )
         )
     return rows
 

@@ -8,6 +8,7 @@ import pytest
 
 from model import config as config_lib
 from model import train as train_lib
+from model import train_step
 from model.config import ConfigError
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "model" / "configs"
@@ -104,7 +105,7 @@ def test_cli_reports_bad_configs_before_compiling_anything(
     def must_not_run(*args, **kwargs):
         raise AssertionError("parameters were initialised before the config was checked")
 
-    monkeypatch.setattr(train_lib, "init_params", must_not_run)
+    monkeypatch.setattr(train_step, "init_params", must_not_run)
     argv = ["--config", str(CONFIGS / "small.toml"), "--out", str(tmp_path / "run")]
     argv += ["--data", str(synthetic_data / "train"), "--test-data", ""]
     assert train_lib.main(argv + flags) == 2

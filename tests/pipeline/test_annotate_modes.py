@@ -13,7 +13,7 @@ from core.actions import legal_actions
 from core.schema import read_boards
 from pipeline import annotate
 from pipeline.annotate_config import AnnotateConfig
-from pipeline.annotate_output import run_identity
+from pipeline.annotate_output import annotate_identity
 from pipeline.engine import Limit
 from pipeline.exclude import position_key
 
@@ -93,8 +93,8 @@ def test_mode_flags_are_checked_and_recorded_in_the_run_identity(tmp_path, capsy
     search = AnnotateConfig(
         ("x.pgn",), str(tmp_path), limit=Limit.parse("nodes=9"), mode="search", multipv=2
     )
-    assert run_identity(config, ["x.pgn"])["limit"] == "nodes=9"  # as journals always had it
-    assert run_identity(search, ["x.pgn"])["limit"] == "search:nodes=9,multipv=2"
+    assert annotate_identity(config, ["x.pgn"])["limit"] == "nodes=9"  # as journals always had it
+    assert annotate_identity(search, ["x.pgn"])["limit"] == "search:nodes=9,multipv=2"
     with pytest.raises(SystemExit, match="--multipv is for --mode search"):
         annotate.parse_args(["x.pgn", "--out", str(tmp_path), "--multipv", "3"])
     source = tmp_path / "games.pgn"

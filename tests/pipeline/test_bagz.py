@@ -14,7 +14,7 @@ from core.schema import read_boards
 from pipeline.bag import BagReader
 from pipeline.bag_records import encode_av, encode_bc, encode_sv
 from pipeline.export_chessbench import ExportConfig, export
-from pipeline.import_chessbench import ImportConfig, run_config
+from pipeline.import_chessbench import ChessBenchConfig, run_config
 
 bagz = pytest.importorskip("bagz", reason="the bagz extra is not installed")
 
@@ -37,7 +37,9 @@ def test_the_importer_reads_bagz_files_and_bagz_reads_the_exporters(tmp_path, su
     with bagz.Writer(str(written)) as writer:
         for record in records:
             writer.write(record)
-    run_config(ImportConfig(str(written), "av", str(tmp_path / "out")), ["--runner=DirectRunner"])
+    run_config(
+        ChessBenchConfig(str(written), "av", str(tmp_path / "out")), ["--runner=DirectRunner"]
+    )
     assert read_boards(str(tmp_path / "out" / "train")).num_rows == boards  # importer reads bagz's
     exported = tmp_path / f"exported{suffix}"
     export(ExportConfig(str(tmp_path / "out" / "train"), "av", str(exported)), False)

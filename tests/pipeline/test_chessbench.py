@@ -27,7 +27,7 @@ from model.train import train
 from pipeline.bag import BagReader, BagWriter
 from pipeline.bag_records import encode_av, encode_bc, encode_sv
 from pipeline.export_chessbench import ExportConfig, export
-from pipeline.import_chessbench import ImportConfig, run_config
+from pipeline.import_chessbench import ChessBenchConfig, run_config
 from pipeline.import_chessbench import main as import_main
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def read_records(paths) -> list[bytes]:
 
 
 def run_import(tmp_path, pattern: str, kind: str, name: str = "imported", **more) -> dict:
-    config = ImportConfig(input=pattern, kind=kind, output=str(tmp_path / name), **more)
+    config = ChessBenchConfig(input=pattern, kind=kind, output=str(tmp_path / name), **more)
     return run_config(config, BEAM)
 
 
@@ -99,7 +99,7 @@ def clean_av(tmp_path_factory):
 def imported_av(clean_av, tmp_path_factory):
     directory, _, _ = clean_av
     out = tmp_path_factory.mktemp("imported")
-    config = ImportConfig(
+    config = ChessBenchConfig(
         str(directory / "action_value@2_data.bag"), "av", str(out), num_shards=3, chunk_records=50
     )
     return out / "train", run_config(config, BEAM)
@@ -132,7 +132,7 @@ def test_av_records_become_one_complete_row_per_board(clean_av, imported_av):
 def test_the_shards_do_not_depend_on_how_the_records_were_chunked(clean_av, imported_av, tmp_path):
     directory, _, _ = clean_av
     split, _ = imported_av
-    config = ImportConfig(
+    config = ChessBenchConfig(
         str(directory / "action_value@2_data.bag"),
         "av",
         str(tmp_path),
@@ -282,7 +282,7 @@ def test_ctrl_c_stops_the_import_in_one_line_with_130(clean_av, tmp_path):
         "import_chessbench: stopped by SIGINT; an import is not resumed: rerun it with "
         f"--overwrite to replace what it wrote in {out / 'train'}"
     )
-    config = ImportConfig(pattern, "av", str(out), overwrite=True)
+    config = ChessBenchConfig(pattern, "av", str(out), overwrite=True)
     assert run_config(config, BEAM)["boards"]["written"] == len(truth)
 
 

@@ -24,7 +24,7 @@ from pipeline import annotate
 from pipeline.bag import BagWriter
 from pipeline.bag_records import encode_av
 from pipeline.exclude import position_key
-from pipeline.import_chessbench import ImportConfig, run_config
+from pipeline.import_chessbench import ChessBenchConfig, run_config
 
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")
 from pipeline.dask_cluster import local_cluster  # noqa: E402 - needs distributed
@@ -174,10 +174,12 @@ def test_import_chessbench_on_a_dask_cluster_writes_the_direct_runners_shards(
             for record in part:
                 writer.write(record)
     pattern = str(tmp_path / "av@2_data.bag")
-    config = ImportConfig(pattern, "av", str(tmp_path / "direct"), num_shards=2, chunk_records=40)
+    config = ChessBenchConfig(
+        pattern, "av", str(tmp_path / "direct"), num_shards=2, chunk_records=40
+    )
     direct = run_config(config, ["--runner=DirectRunner"])
     on_dask = run_config(
-        ImportConfig(pattern, "av", str(tmp_path / "dask"), num_shards=2, chunk_records=40),
+        ChessBenchConfig(pattern, "av", str(tmp_path / "dask"), num_shards=2, chunk_records=40),
         ["--runner=DaskRunner", f"--dask_client_address={dask_cluster}"],
     )
     assert _shards(tmp_path / "dask" / "train") == _shards(tmp_path / "direct" / "train")

@@ -35,9 +35,9 @@ from core.schema import (
 from core.values import win_probability
 from pipeline import import_lichess_evals as lev
 from pipeline.import_lichess_evals import (
-    ImportConfig,
     ImportMismatch,
     InputError,
+    LichessEvalsConfig,
     import_lichess_evals,
     main,
 )
@@ -280,7 +280,7 @@ def test_import_writes_rows_failures_and_stats(tmp_path):
     bad = [BAD_LINES[r] for r in sorted(BAD_LINES)]
     lines = [good[0], *bad[:5], good[1], *bad[5:], good[2]]
     source = write_input(tmp_path / "evals.jsonl.zst", lines)
-    config = ImportConfig(rows_per_shard=2)
+    config = LichessEvalsConfig(rows_per_shard=2)
     document = import_lichess_evals(str(source), str(tmp_path / "out"), config)
     split = tmp_path / "out" / "train"
 
@@ -348,7 +348,9 @@ def test_split_lines_skips_across_chunks_and_keeps_a_last_line_without_newline()
 
 def test_max_lines_and_empty_input(tmp_path):
     source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(10))
-    document = import_lichess_evals(str(source), str(tmp_path / "out"), ImportConfig(max_lines=4))
+    document = import_lichess_evals(
+        str(source), str(tmp_path / "out"), LichessEvalsConfig(max_lines=4)
+    )
     assert document["lines"] == 4 and len(rows_of(tmp_path / "out" / "train")) == 4
 
     empty = write_input(tmp_path / "empty.jsonl.zst", [])
@@ -398,7 +400,7 @@ def _mixed_lines() -> list[str]:
 
 def _reference(tmp_path: Path, source: Path) -> tuple[dict, dict]:
     document = import_lichess_evals(
-        str(source), str(tmp_path / "ref"), ImportConfig(rows_per_shard=2)
+        str(source), str(tmp_path / "ref"), LichessEvalsConfig(rows_per_shard=2)
     )
     return document, contents(tmp_path / "ref" / "train")
 
@@ -414,7 +416,7 @@ def _same_stats(resumed: dict, reference: dict) -> None:
 def test_resume_after_a_crash_between_parts(tmp_path, monkeypatch):
     source = write_input(tmp_path / "evals.jsonl.zst", _mixed_lines())
     ref_stats, ref_files = _reference(tmp_path, source)
-    out, config = tmp_path / "out", ImportConfig(rows_per_shard=2)
+    out, config = tmp_path / "out", LichessEvalsConfig(rows_per_shard=2)
 
     commit, committed = lev._Part.commit, []
 
@@ -447,7 +449,7 @@ def test_resume_after_a_crash_between_parts(tmp_path, monkeypatch):
 def test_resume_after_a_crash_inside_a_part(tmp_path, monkeypatch):
     source = write_input(tmp_path / "evals.jsonl.zst", _mixed_lines())
     ref_stats, ref_files = _reference(tmp_path, source)
-    out, config = tmp_path / "out", ImportConfig(rows_per_shard=2)
+    out, config = tmp_path / "out", LichessEvalsConfig(rows_per_shard=2)
 
     seen = []
 
@@ -474,7 +476,7 @@ def test_resume_after_a_crash_inside_a_part(tmp_path, monkeypatch):
 def test_resume_after_a_crash_while_renaming(tmp_path, monkeypatch):
     source = write_input(tmp_path / "evals.jsonl.zst", _mixed_lines())
     ref_stats, ref_files = _reference(tmp_path, source)
-    out, config = tmp_path / "out", ImportConfig(rows_per_shard=2)
+    out, config = tmp_path / "out", LichessEvalsConfig(rows_per_shard=2)
 
     replace, renamed = os.replace, []
 
@@ -560,19 +562,19 @@ def test_a_rerun_with_other_settings_is_refused_and_overwrite_starts_over(tmp_pa
     out = tmp_path / "out"
     monkeypatch.setattr(lev._Part, "commit", lambda self, last_line: (_ for _ in ()).throw(Crash))
     with pytest.raises(Crash):
-        import_lichess_evals(str(source), str(out), ImportConfig(rows_per_shard=2))
+        import_lichess_evals(str(source), str(out), LichessEvalsConfig(rows_per_shard=2))
     monkeypatch.undo()
 
     with pytest.raises(ImportMismatch, match=r"--rows-per-shard \(2 then, 3 now\)"):
-        import_lichess_evals(str(source), str(out), ImportConfig(rows_per_shard=3))
+        import_lichess_evals(str(source), str(out), LichessEvalsConfig(rows_per_shard=3))
     other = write_input(tmp_path / "other.jsonl.zst", realistic_lines(4))
     with pytest.raises(ImportMismatch, match="--input"):
-        import_lichess_evals(str(other), str(out), ImportConfig(rows_per_shard=2))
+        import_lichess_evals(str(other), str(out), LichessEvalsConfig(rows_per_shard=2))
     code = main(["--input", str(source), "--output", str(out), "--max-lines", "5"])
     assert code == 1
 
     document = import_lichess_evals(
-        str(source), str(out), ImportConfig(rows_per_shard=3, overwrite=True)
+        str(source), str(out), LichessEvalsConfig(rows_per_shard=3, overwrite=True)
     )
     assert document["resumed"]["parts"] == 0 and document["shards"] == 4
 
@@ -580,10 +582,10 @@ def test_a_rerun_with_other_settings_is_refused_and_overwrite_starts_over(tmp_pa
 def test_a_finished_output_is_refused_unless_overwrite(tmp_path):
     source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(5))
     out = tmp_path / "out"
-    import_lichess_evals(str(source), str(out), ImportConfig(rows_per_shard=2))
+    import_lichess_evals(str(source), str(out), LichessEvalsConfig(rows_per_shard=2))
     with pytest.raises(FileExistsError, match="--overwrite"):
-        import_lichess_evals(str(source), str(out), ImportConfig(rows_per_shard=2))
-    document = import_lichess_evals(str(source), str(out), ImportConfig(overwrite=True))
+        import_lichess_evals(str(source), str(out), LichessEvalsConfig(rows_per_shard=2))
+    document = import_lichess_evals(str(source), str(out), LichessEvalsConfig(overwrite=True))
     assert document["shards"] == 1
     assert sorted(p.name for p in (out / "train").iterdir()) == ["boards-00000-of-00001.parquet"]
     assert sorted(p.name for p in Path(meta_dir(str(out / "train"))).iterdir()) == [
@@ -617,7 +619,7 @@ def _not_in_the_parent(text: bytes):
 
 def test_workers_write_byte_identical_output(tmp_path, monkeypatch):
     source = write_input(tmp_path / "evals.jsonl.zst", _many_mixed_lines())
-    config = ImportConfig(rows_per_shard=17)
+    config = LichessEvalsConfig(rows_per_shard=17)
     one = import_lichess_evals(str(source), str(tmp_path / "one"), config)
     assert one["shards"] == 11 and one["failures"]["total"] == 19 and one["workers"] == 1
 
@@ -659,11 +661,13 @@ def test_resume_across_worker_counts(tmp_path, monkeypatch, first, then):
 
     monkeypatch.setattr(lev._Part, "add_board", crash_at_the_ninth_board)
     with pytest.raises(Crash):
-        import_lichess_evals(str(source), str(out), ImportConfig(rows_per_shard=2, workers=first))
+        import_lichess_evals(
+            str(source), str(out), LichessEvalsConfig(rows_per_shard=2, workers=first)
+        )
     monkeypatch.undo()
     assert multiprocessing.active_children() == []  # the crash stopped the workers
 
-    config = ImportConfig(rows_per_shard=2, workers=then)
+    config = LichessEvalsConfig(rows_per_shard=2, workers=then)
     document = import_lichess_evals(str(source), str(out), config)
     assert document["resumed"] == {"parts": 4, "lines": 9}
     assert document["lines_converted"] == 4 and document["workers"] == then
@@ -677,10 +681,10 @@ def test_workers_0_means_one_per_usable_core(tmp_path, monkeypatch, capsys):
     source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(5))
     assert main(["--input", str(source), "--output", str(tmp_path / "out"), "--workers", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["workers"] == 3
-    assert ImportConfig(workers=0).worker_count == 3
-    assert ImportConfig().worker_count == 1
+    assert LichessEvalsConfig(workers=0).worker_count == 3
+    assert LichessEvalsConfig().worker_count == 1
     with pytest.raises(ValueError, match="--workers"):
-        ImportConfig(workers=-1)
+        LichessEvalsConfig(workers=-1)
 
 
 def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys):
@@ -757,7 +761,9 @@ def test_the_trainer_runs_on_imported_evaluations(tmp_path, target):
     from model.train import train
 
     source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(60, seed=4))
-    import_lichess_evals(str(source), str(tmp_path / "data"), ImportConfig(progress_seconds=60))
+    import_lichess_evals(
+        str(source), str(tmp_path / "data"), LichessEvalsConfig(progress_seconds=60)
+    )
     settings = {
         "target": target,
         "batch_size": 16,

@@ -18,7 +18,7 @@ from model.data import load_boards
 from pipeline.bag import BagWriter
 from pipeline.bag_records import encode_av
 from pipeline.card import MARKER, write_card
-from pipeline.import_chessbench import ImportConfig, run_config
+from pipeline.import_chessbench import ChessBenchConfig, run_config
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ def dataset(tmp_path_factory) -> pathlib.Path:  # two Beam jobs: ~40 s of the mo
         with BagWriter(str(bag)) as writer:
             for record in records:
                 writer.write(record)
-        config = ImportConfig(str(bag), "av", str(root / "out"), split=split, num_shards=2)
+        config = ChessBenchConfig(str(bag), "av", str(root / "out"), split=split, num_shards=2)
         run_config(config, ["--runner=DirectRunner"])
     return root / "out"
 

@@ -214,7 +214,7 @@ def test_unreadable_parts_and_rows_of_other_boards_are_skipped(
     out = tmp_path / "out"
     argv = _argv(games, out, stockfish)
     config, _ = annotate.parse_args(argv)
-    identity = annotate_output.run_identity(config, [str(games)], annotate.uci_name(stockfish))
+    identity = annotate_output.annotate_identity(config, [str(games)], annotate.uci_name(stockfish))
     annotate_output.prepare_output(config, identity)
     rows = [row for shard in sorted(reference_split.glob("boards-*.parquet"))
             for row in pq.read_table(shard).to_pylist()]  # fmt: skip
@@ -250,7 +250,7 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
     out = tmp_path / "out"
     argv = [str(tmp_path / "in.pgn"), "--out", str(out), "--engine", stockfish]
     config, _ = annotate.parse_args([*argv, "--limit", "nodes=30", "--seed", "1"])
-    identity = annotate_output.run_identity(
+    identity = annotate_output.annotate_identity(
         config, [str(tmp_path / "in.pgn")], annotate.uci_name(stockfish)
     )
     annotate_output.prepare_output(config, identity)
@@ -286,7 +286,7 @@ def test_a_journal_of_another_engine_is_not_resumed(tmp_path, pgn_samples, stock
     config, _ = annotate.parse_args(argv)
     inputs = [str(tmp_path / "in.pgn")]
     annotate_output.prepare_output(
-        config, annotate_output.run_identity(config, inputs, "Stockfish 11")
+        config, annotate_output.annotate_identity(config, inputs, "Stockfish 11")
     )
     with pytest.raises(
         annotate_output.JournalMismatch, match=r"--engine \(its name\) \(\"Stockfish 11\""

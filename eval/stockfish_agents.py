@@ -1,0 +1,211 @@
+"""Stockfish as an agent: playing normally (`StockfishAgent`) or as the paper's oracle, every
+legal move searched on its own (`StockfishOracleAgent`), each in its own python-chess UCI
+process, restarted once if it dies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import chess
+import chess.engine
+
+from core.actions import move_to_index
+from core.engine_path import find_engine
+from core.interrupts import sigint_deferred
+from core.values import Score, best_score_index
+from eval.agent_base import AgentBase, legal_moves
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How to start and limit a UCI engine. At least one of nodes, time (s) and depth."""
+
+    path: str | None = None  # None: core.engine_path.find_engine()
+    nodes: int | None = None
+    time: float | None = None
+    depth: int | None = None
+    threads: int = 1  # one thread keeps node-limited searches deterministic
+    hash_mb: int = 16
+    skill: int | None = None  # Stockfish "Skill Level" 0..20 (weakened play), None = full
+    extra_options: dict[str, str | int | bool] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.nodes is None and self.time is None and self.depth is None:
+            raise ValueError("an engine limit needs at least one of nodes, time and depth")
+        for key in ("nodes", "time", "depth"):
+            value = getattr(self, key)
+            if value is not None and value <= 0:
+                raise ValueError(f"engine limit {key} must be positive, got {value!r}")
+        if self.threads < 1 or self.hash_mb < 1:
+            raise ValueError("threads and hash must be >= 1")
+        if self.skill is not None and not 0 <= self.skill <= 20:
+            raise ValueError(f"skill must lie in 0..20, got {self.skill}")
+
+    @property
+    def limit(self) -> chess.engine.Limit:
+        return chess.engine.Limit(nodes=self.nodes, time=self.time, depth=self.depth)
+
+    def describe(self) -> str:
+        parts = [f"{k}={getattr(self, k)}" for k in ("nodes", "time", "depth") if getattr(self, k)]
+        return ",".join(parts)
+
+
+class _UciProcess:
+    """One engine process, restarted once when it dies under us (a crashed engine is not
+    the position's fault). Closed deterministically by `close()`."""
+
+    def __init__(self, settings: EngineSettings):
+        self.settings = settings
+        self.path = find_engine(settings.path)
+        self._engine: chess.engine.SimpleEngine | None = None
+        self.restarts = 0
+        self._start()
+
+    def _start(self) -> None:
+        options: dict[str, str | int | bool] = {
+            "Threads": self.settings.threads,
+            "Hash": self.settings.hash_mb,
+        }
+        if self.settings.skill is not None:
+            options["Skill Level"] = self.settings.skill
+        options.update(self.settings.extra_options)
+        self._engine = start_engine(self.path, options)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._engine is None else self._engine.transport.get_pid()
+
+    def call(self, fn):
+        """Runs fn(engine); restarts the engine once if it died, then retries."""
+        if self._engine is None:
+            raise RuntimeError(f"engine {self.path} is closed")
+        try:
+            return fn(self._engine)
+        except chess.engine.EngineTerminatedError:
+            _shut_down(self._engine)
+            self._engine = None
+            self.restarts += 1
+            self._start()
+            return fn(self._engine)
+
+    def close(self) -> None:
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            _shut_down(engine)
+
+
+def start_engine(path: str, options: dict[str, str | int | bool]) -> chess.engine.SimpleEngine:
+    """A running UCI engine with those of `options` it has. Ctrl-C while it starts is
+    deferred to the end, where it shuts the engine down before it propagates: an engine
+    half-started by python-chess would keep the process from exiting."""
+    engine = None
+    try:
+        with sigint_deferred():
+            engine = chess.engine.SimpleEngine.popen_uci(path)
+            engine.configure({k: v for k, v in options.items() if k in engine.options})
+    except BaseException:
+        if engine is not None:
+            _shut_down(engine)
+        raise
+    return engine
+
+
+def _shut_down(engine: chess.engine.SimpleEngine, timeout: float = 10.0) -> None:
+    """Asks the engine to quit, kills it if it does not, and waits until it is reaped."""
+    try:
+        engine.quit()
+    except Exception:  # already dead or hung: killed below
+        pass
+    finally:
+        engine.close()
+        try:
+            engine.returncode.result(timeout=timeout)
+        except Exception:
+            pass
+
+
+class _EngineAgent(AgentBase):
+    """An agent that owns one UCI engine process under `settings`."""
+
+    kind = "engine"
+
+    def __init__(self, settings: EngineSettings, name: str | None = None):
+        self.settings = settings
+        self.name = name or f"{self.kind}:{settings.describe()}"
+        self._process = _UciProcess(settings)
+        self._game = object()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def new_game(self) -> None:
+        # A new `game` object makes python-chess send `ucinewgame`, which clears the hash.
+        self._game = object()
+
+    def close(self) -> None:
+        self._process.close()
+
+
+class StockfishAgent(_EngineAgent):
+    """Stockfish playing normally under a node, time or depth limit (its own UCI process)."""
+
+    kind = "stockfish"
+
+    def choose_move(self, board: chess.Board) -> chess.Move:
+        legal_moves(board)
+        result = self._process.call(
+            lambda engine: engine.play(board, self.settings.limit, game=self._game)
+        )
+        if result.move is None:
+            raise RuntimeError(f"{self.name} returned no move for {board.fen()!r}")
+        return result.move
+
+
+@dataclass(frozen=True)
+class RootMoveValue:
+    move: chess.Move
+    score: chess.engine.Score  # side to move's view
+    win_prob: float
+
+
+def engine_score(score: chess.engine.Score) -> Score:
+    """A python-chess Score (side to move's view) as the labels' core.values.Score."""
+    mate = score.mate()
+    return Score(mate=mate) if mate is not None else Score(cp=score.score())
+
+
+class StockfishOracleAgent(_EngineAgent):
+    """The paper's Stockfish oracle: every legal move is searched on its own (UCI
+    `searchmoves` with that one root move) under the same limit, and the best value wins.
+
+    Values are compared as engine scores, which order like win probabilities but keep mate
+    distances apart (mate in 1 beats mate in 5, where both are win probability 1.0). Ties go
+    to the move earliest in action-space order, so the choice is deterministic. The score's
+    win probability and that tie rule are the labels' own (core.values.Score and
+    best_score_index). The process is python-chess's rather than the labels' client
+    (pipeline.engine) because the oracle also takes depth limits, combined limits, a skill
+    level and the game's move history, which that client does not speak.
+    """
+
+    kind = "oracle"
+
+    def move_values(self, board: chess.Board) -> list[RootMoveValue]:
+        """Every legal move's value, in action-space order."""
+        moves = sorted(legal_moves(board), key=move_to_index)
+        values = []
+        for move in moves:
+            info = self._process.call(
+                lambda engine, move=move: engine.analyse(
+                    board, self.settings.limit, root_moves=[move], game=self._game
+                )
+            )
+            if "score" not in info:
+                raise RuntimeError(f"{self.name}: no score for {move.uci()} in {board.fen()!r}")
+            score = info["score"].pov(board.turn)
+            values.append(RootMoveValue(move, score, engine_score(score).win_prob))
+        return values
+
+    def choose_move(self, board: chess.Board) -> chess.Move:
+        values = self.move_values(board)
+        return values[best_score_index([engine_score(v.score) for v in values])].move
