@@ -59,18 +59,12 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from core.cli import config_from_args
 from core.interrupts import stop_on_signals
 from core.progress import Progress, format_duration, print_result
 from core.schema import (
-    BOARD_SCHEMA,
     BOARDS_PREFIX,
-    FAILURE_SCHEMA,
     FAILURES_PREFIX,
-    ROW_GROUP_SIZE,
     SCHEMA_VERSION,
     SOURCE_LICHESS_EVALS,
     failures_dir,
@@ -82,6 +76,13 @@ from core.schema import (
 from core.text_files import InputError
 from pipeline.card import write_card
 from pipeline.evals_input import JsonlInput, split_lines
+from pipeline.evals_parts import (
+    MAX_EXAMPLES,
+    PART_MANIFEST,
+    part_path,
+    write_json,
+)
+from pipeline.evals_parts import Part as _Part  # tests patch it here
 from pipeline.lichess_evals import (
     DEFAULT_FULLMOVE,
     DEFAULT_HALFMOVE,
@@ -95,13 +96,9 @@ from pipeline.workers import SPAWN, usable_cores, worker_start
 
 DEFAULT_ROWS_PER_SHARD = 1_000_000
 DEFAULT_PROGRESS_SECONDS = 5.0
-MAX_EXAMPLES = 5  # example errors kept per reason in stats.json
-FAILED_TEXT_CHARS = 200  # of a line with no FEN to show in the failures output
 
 RUN_FILE = "run.json"
 FINISHED_FILE = "finished.json"
-_PART_MANIFEST = "part-{:05d}.json"
-_PART_FILE = "{}-part-{:05d}.parquet"
 
 _PROGRESS_EVERY_LINES = 1024  # how often the clock is looked at, not how often it prints
 # A task is ~0.3 s of a worker's time: long enough that sending it costs little, short enough
@@ -170,113 +167,6 @@ def _converted(
         pool.shutdown(cancel_futures=True)
 
 
-# --- writing parts -------------------------------------------------------------------------
-
-
-class _ColumnBuffer:
-    """Rows collected by column and written as row groups of ROW_GROUP_SIZE to `path`
-    (opened on the first write, so an empty part costs nothing until it is closed)."""
-
-    def __init__(self, path: str, schema: pa.Schema):
-        self.path = path
-        self.schema = schema
-        self.columns: dict[str, list] = {name: [] for name in schema.names}
-        self.rows = 0
-        self._writer: pq.ParquetWriter | None = None
-
-    def append(self, row: dict[str, Any]) -> None:
-        for name, values in self.columns.items():
-            values.append(row[name])
-        self.rows += 1
-        if len(self.columns["fen"]) >= ROW_GROUP_SIZE:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, self.schema)
-        table = pa.Table.from_pydict(self.columns, schema=self.schema)
-        self._writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
-        for values in self.columns.values():
-            values.clear()
-
-    def close(self) -> None:
-        if self.columns["fen"] or self._writer is None:
-            self._flush()
-        self._writer.close()
-
-
-def _part_path(directory: str, prefix: str, index: int) -> str:
-    return os.path.join(directory, _PART_FILE.format(prefix, index))
-
-
-def _write_json(path: str, document: dict[str, Any]) -> None:
-    """Writes `path` whole or not at all (a temporary file renamed into place)."""
-    temporary = f"{path}.tmp"
-    with open(temporary, "w") as handle:
-        json.dump(document, handle, indent=2)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
-class _Part:
-    """One part being written: the boards of its lines, their failures and their counts."""
-
-    def __init__(self, directory: str, index: int, first_line: int, input_name: str):
-        self.directory = directory
-        self.index = index
-        self.first_line = first_line
-        self.input_name = input_name
-        self.started = time.monotonic()
-        self.boards = _ColumnBuffer(self._file(BOARDS_PREFIX) + ".tmp", BOARD_SCHEMA)
-        self.failures = _ColumnBuffer(self._file(FAILURES_PREFIX) + ".tmp", FAILURE_SCHEMA)
-        self.counts: Counter[str] = Counter()
-        self.examples: dict[str, list[str]] = {}
-
-    def _file(self, prefix: str) -> str:
-        return _part_path(self.directory, prefix, self.index)
-
-    def add_board(self, converted: Converted) -> None:
-        row = converted.row
-        self.boards.append(row)
-        self.counts["boards"] += 1
-        self.counts["partial_boards"] += row["partial"]
-        self.counts["action_values"] += len(row["moves"])
-        self.counts["duplicate_pv_moves"] += converted.duplicate_pv_moves
-        self.counts["best_pv_not_first"] += converted.best_pv_not_first
-
-    def add_failure(self, error: BadLine, line_number: int, text: bytes) -> None:
-        message = f"{self.input_name}:{line_number}: {error}"
-        fen = error.fen
-        if fen is None:
-            fen = text[:FAILED_TEXT_CHARS].decode("utf-8", errors="replace")
-        self.failures.append(
-            {"fen": fen, "count": 1, "error": message, "engine": ENGINE, "limit": error.limit}
-        )
-        self.counts[f"failed.{error.reason}"] += 1
-        examples = self.examples.setdefault(error.reason, [])
-        if len(examples) < MAX_EXAMPLES:
-            examples.append(message[:300])
-
-    def commit(self, last_line: int) -> dict[str, Any]:
-        """Closes the part's files, renames them into place and writes its manifest, which
-        makes the part complete; returns the manifest."""
-        for buffer, prefix in ((self.boards, BOARDS_PREFIX), (self.failures, FAILURES_PREFIX)):
-            buffer.close()
-            os.replace(buffer.path, self._file(prefix))
-        manifest = {
-            "index": self.index,
-            "first_line": self.first_line,
-            "last_line": last_line,
-            "counts": dict(sorted(self.counts.items())),
-            "examples": self.examples,
-            "elapsed_s": round(time.monotonic() - self.started, 3),
-        }
-        _write_json(os.path.join(self.directory, _PART_MANIFEST.format(self.index)), manifest)
-        return manifest
-
-
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -339,14 +229,14 @@ def _load_parts(import_dir: str, finished: bool) -> list[dict[str, Any]]:
     whose files are there (in `import/`, or already renamed when `finished`)."""
     manifests = []
     for index in itertools.count():
-        path = os.path.join(import_dir, _PART_MANIFEST.format(index))
+        path = os.path.join(import_dir, PART_MANIFEST.format(index))
         if not os.path.exists(path):
             break
         with open(path) as handle:
             manifest = json.load(handle)
         expected_first = manifests[-1]["last_line"] + 1 if manifests else 1
         present = all(
-            os.path.exists(_part_path(import_dir, p, index)) or finished
+            os.path.exists(part_path(import_dir, p, index)) or finished
             for p in (BOARDS_PREFIX, FAILURES_PREFIX)
         )
         if manifest["index"] != index or manifest["first_line"] != expected_first or not present:
@@ -388,9 +278,9 @@ def _prepare(input_path: str, split_dir: str, config: LichessEvalsConfig) -> lis
             )
         finished = os.path.exists(os.path.join(import_dir, FINISHED_FILE))
         parts = _load_parts(import_dir, finished)
-        keep = {RUN_FILE, FINISHED_FILE} | {_PART_MANIFEST.format(p["index"]) for p in parts}
+        keep = {RUN_FILE, FINISHED_FILE} | {PART_MANIFEST.format(p["index"]) for p in parts}
         keep |= {
-            os.path.basename(_part_path(import_dir, prefix, p["index"]))
+            os.path.basename(part_path(import_dir, prefix, p["index"]))
             for p in parts
             for prefix in (BOARDS_PREFIX, FAILURES_PREFIX)
         }
@@ -408,7 +298,7 @@ def _prepare(input_path: str, split_dir: str, config: LichessEvalsConfig) -> lis
         )
     os.makedirs(import_dir, exist_ok=True)
     created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    _write_json(run_file, {"settings": identity, "created_at": created})
+    write_json(run_file, {"settings": identity, "created_at": created})
     return []
 
 
@@ -481,7 +371,7 @@ def _finish(split_dir: str, parts: list[dict[str, Any]]) -> None:
             (FAILURES_PREFIX, failures_dir(split_dir)),
         ):
             final = os.path.join(directory, shard_name(prefix, index, len(parts)))
-            part = _part_path(import_dir, prefix, index)
+            part = part_path(import_dir, prefix, index)
             if os.path.exists(part):
                 os.replace(part, final)
             elif not os.path.exists(final):
@@ -546,7 +436,7 @@ def import_lichess_evals(
             parts, converted = _read_parts(source, import_dir, config, done, input_path)
         finally:
             source.close()
-        _write_json(finished_file, {"parts": len(parts)})
+        write_json(finished_file, {"parts": len(parts)})
     _finish(split_dir, parts)
     elapsed = time.monotonic() - began
     run = {
@@ -558,7 +448,7 @@ def import_lichess_evals(
         "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     document = summarize(parts, import_identity(input_path, config), split_dir, run)
-    _write_json(stats_path(split_dir), document)
+    write_json(stats_path(split_dir), document)
     os.remove(os.path.join(import_dir, RUN_FILE))  # first: leftovers are then never resumed
     shutil.rmtree(import_dir)
     write_card(output_dir)
