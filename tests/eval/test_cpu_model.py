@@ -100,10 +100,12 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
 SHIPPED = ROOT / "models" / "cpu"
 
 
-def test_shipped_model_plays_legal_moves_as_a_neural_agent():
-    assert (SHIPPED / "config.toml").exists(), "models/cpu is committed: make cpu-model ships it"
+@pytest.mark.parametrize("name", ["cpu", "cpu-bc"])
+def test_shipped_model_plays_legal_moves_as_a_neural_agent(name):
+    shipped = ROOT / "models" / name
+    assert (shipped / "config.toml").exists(), f"models/{name} is committed"
     board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
-    with make_agent("neural:models/cpu") as agent:
+    with make_agent(f"neural:models/{name}") as agent:
         for _ in range(8):
             move = agent.choose_move(board)
             assert board.is_legal(move)
