@@ -52,7 +52,7 @@ import numpy as np
 from core.eval_sets import read_puzzles, read_suite
 from core.interrupts import exit_code, interrupted
 from core.progress import Progress, format_duration
-from core.schema import board_files, read_boards
+from core.schema import board_files, find_stats, read_boards, stats_path
 from eval.engines import NeuralAgent, make_agent
 from eval.metrics import evaluate_checkpoint, read_rows
 from eval.puzzles import evaluate as evaluate_puzzles
@@ -240,13 +240,13 @@ def annotate(scale: Scale, paths: Paths, steps: StepLog) -> dict:
     out = {}
     for split, (inputs, flags) in annotation_jobs(scale, paths).items():
         split_dir = paths.work / "annotated" / split
-        stats_path = split_dir / "stats.json"
+        stats_file = pathlib.Path(find_stats(str(split_dir)) or stats_path(str(split_dir)))
         argv = [*inputs, "--out", str(paths.work / "annotated"), "--split", split]
         argv += ["--limit", scale.label_limit, *flags, "--exclude", *exclude]
         argv += ["--runner=DirectRunner", "--direct_num_workers=2"]
         argv += ["--direct_running_mode=multi_processing"]
         key = fingerprint(*inputs, *exclude, argv)
-        if steps.finished(f"annotate-{split}", key, [stats_path]):
+        if steps.finished(f"annotate-{split}", key, [stats_file]):
             log(f"annotate {split}: reusing {split_dir}")
         else:
             log(f"annotate {split}: {' '.join(argv)}")
@@ -256,7 +256,8 @@ def annotate(scale: Scale, paths: Paths, steps: StepLog) -> dict:
                 log(f"annotate {split}: starting over ({e})")
                 annotate_run([*argv, "--overwrite"])
             steps.mark(f"annotate-{split}", key)
-        stats = json.loads(stats_path.read_text())
+            stats_file = pathlib.Path(stats_path(str(split_dir)))
+        stats = json.loads(stats_file.read_text())
         out[split] = {
             "inputs": len(inputs),
             "games": stats["games"]["used"],
