@@ -35,7 +35,6 @@ import argparse
 import contextlib
 import dataclasses
 import fcntl
-import glob
 import json
 import logging
 import pathlib
@@ -43,21 +42,30 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import matplotlib
-import matplotlib.pyplot as plt
-import numpy as np
 
-from core.eval_sets import read_puzzles, read_suite
 from core.interrupts import exit_code, interrupted
 from core.progress import Progress, format_duration
 from core.schema import board_files, find_stats, read_boards, stats_path
+from eval.cpu_model_judging import brief, held_out_rows, judge, judged_sets, neural
+from eval.cpu_model_plots import plot_ablations, plot_curve
+from eval.cpu_model_settings import (
+    BASELINES,
+    MAIN_CONFIG,
+    SCALES,
+    STOCKFISH,
+    Paths,
+    Scale,
+    banner,
+    exclusion_files,
+    lichess_games,
+    log,
+    train_glob,
+)
 from eval.engines import NeuralAgent, make_agent
-from eval.metrics import evaluate_checkpoint, read_rows
-from eval.puzzles import evaluate as evaluate_puzzles
+from eval.metrics import evaluate_checkpoint
 from eval.steps import StepLog, fingerprint
-from eval.suites import run_suite
 from model import config as config_lib
 from model.checkpoint import checkpoints_dir, latest_complete_step
 from model.predictor import Predictor
@@ -68,125 +76,6 @@ from pipeline.annotate_output import JournalMismatch
 from pipeline.engine import Limit
 from pipeline.exclude import load_exclusions, position_key
 from pipeline.overlap import overlap
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-SAMPLE_PUZZLES = ROOT / "data" / "sample" / "puzzles.csv"
-MAIN_CONFIG = ROOT / "model" / "configs" / "cpu.toml"
-PUZZLE_FILE = "lichess_puzzles_10k_fen_moves_rating__jorgenwh_alpha-nonzero.csv"
-STS_FILE = "STS1-STS15_LAN_v3.epd"
-BASELINES = ("greedy", "random")
-
-
-@dataclass(frozen=True)
-class Scale:
-    """How much of everything: `full` fits ~70 minutes on 2 cores, `quick` a test."""
-
-    selfplay_games: int  # training games
-    test_games: int  # held-out games (another seed)
-    lichess_games: int  # at most this many of <shared>/games (0: none)
-    selfplay_limit: str  # Stockfish's search per self-play move
-    label_limit: str  # per legal move: the action values
-    steps: int
-    batch_size: int  # boards
-    curve_points: int  # checkpoints on the learning curve
-    ablation_steps: int  # AV vs SV vs BC
-    data_steps: int  # all the boards vs a quarter: enough steps to repeat the quarter
-    curve_puzzles: int
-    curve_sts_every: int  # every k-th STS position
-    final_puzzles: int
-    final_sts_every: int
-    ceiling_puzzles: int  # Stockfish's share of the puzzles and STS (it is slow)
-    ceiling_sts_every: int
-    metrics_boards: int
-    model: tuple[tuple[str, int], ...] = ()  # shape overrides of cpu.toml (quick: tiny)
-
-
-SCALES: dict[str, Scale] = {
-    "full": Scale(
-        selfplay_games=200,
-        test_games=12,
-        lichess_games=100,
-        selfplay_limit="nodes=300",
-        label_limit="nodes=200",
-        steps=2400,
-        batch_size=32,
-        curve_points=6,
-        ablation_steps=150,
-        data_steps=600,
-        curve_puzzles=200,
-        curve_sts_every=5,
-        final_puzzles=1000,
-        final_sts_every=1,
-        ceiling_puzzles=300,
-        ceiling_sts_every=10,
-        metrics_boards=1000,
-    ),
-    "quick": Scale(
-        selfplay_games=6,
-        test_games=2,
-        lichess_games=3,
-        selfplay_limit="nodes=50",
-        label_limit="nodes=20",
-        steps=24,
-        batch_size=8,
-        curve_points=2,
-        ablation_steps=8,
-        data_steps=16,
-        curve_puzzles=6,
-        curve_sts_every=10,
-        final_puzzles=10,
-        final_sts_every=5,
-        ceiling_puzzles=3,
-        ceiling_sts_every=10,
-        metrics_boards=100,
-        model=(("num_layers", 1), ("embedding_dim", 16), ("num_heads", 2)),
-    ),
-}
-STOCKFISH = "stockfish:nodes=100000"
-
-
-@dataclass(frozen=True)
-class Paths:
-    work: pathlib.Path  # games and annotated Parquet
-    runs: pathlib.Path  # training runs
-    results: pathlib.Path
-    models: pathlib.Path  # where the final run is shipped
-    shared: pathlib.Path  # ../shared/data: real games, puzzles, EPD suites (optional)
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def banner(number: int, title: str) -> None:
-    print(f"\n=== cpu-model step {number}/7: {title} ===", file=sys.stderr, flush=True)
-
-
-# --- what the evaluation sets are ------------------------------------------------------------
-
-
-def exclusion_files(paths: Paths) -> list[str]:
-    """Every puzzle CSV and EPD suite there is: never trained on."""
-    found = sorted(glob.glob(str(paths.shared / "puzzles" / "*.csv")))
-    found += sorted(glob.glob(str(paths.shared / "puzzles" / "*.csv.zst")))
-    found += sorted(glob.glob(str(paths.shared / "epd" / "*.epd")))
-    found += sorted(glob.glob(str(paths.shared / "*epd*" / "*.epd")))
-    return sorted(set(found)) + [str(SAMPLE_PUZZLES)]
-
-
-def puzzle_file(paths: Paths) -> str:
-    shared = paths.shared / "puzzles" / PUZZLE_FILE
-    return str(shared) if shared.exists() else str(SAMPLE_PUZZLES)
-
-
-def sts_file(paths: Paths) -> str | None:
-    shared = paths.shared / "epd" / STS_FILE
-    return str(shared) if shared.exists() else None
-
-
-def lichess_games(paths: Paths) -> list[str]:
-    return sorted(glob.glob(str(paths.shared / "games" / "*.pgn*")))
-
 
 # --- 1. positions ----------------------------------------------------------------------------
 
@@ -276,10 +165,6 @@ def annotate(scale: Scale, paths: Paths, steps: StepLog) -> dict:
             f"{out[split]['excluded']['boards']:,} evaluation positions dropped"
         )
     return out
-
-
-def train_glob(paths: Paths, shards: str = "*") -> str:
-    return str(paths.work / "annotated" / "train-*" / f"boards-{shards}-of-*.parquet")
 
 
 def overlap_check(paths: Paths, results: pathlib.Path, steps: StepLog) -> dict:
@@ -383,73 +268,6 @@ def train_main(scale: Scale, paths: Paths, steps: StepLog) -> dict:
 
 
 ANNOTATE_STEPS = ["annotate-train-selfplay", "annotate-train-lichess", "annotate-test"]
-
-
-# --- judging ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Judged:
-    """The fixed evaluation sets of one step."""
-
-    puzzles: list
-    sts: list
-    puzzle_file: str
-    sts_file: str | None
-
-    def describe(self) -> dict:
-        return {
-            "puzzles": {"file": self.puzzle_file, "first": len(self.puzzles)},
-            "sts": {"file": self.sts_file, "positions": len(self.sts)},
-        }
-
-
-def judged_sets(paths: Paths, num_puzzles: int, sts_every: int) -> Judged:
-    puzzles, _ = read_puzzles(puzzle_file(paths), num_puzzles)
-    sts = []
-    if sts_file(paths):
-        every, _ = read_suite(sts_file(paths))
-        sts = every[::sts_every]
-    return Judged(puzzles, sts, puzzle_file(paths), sts_file(paths))
-
-
-def judge(agent, sets: Judged) -> dict:
-    out = {}
-    if sets.puzzles:
-        solved = evaluate_puzzles(agent, sets.puzzles)
-        out["puzzles"] = {k: solved[k] for k in ("solved", "total", "accuracy", "buckets")}
-    if sets.sts:
-        suite = run_suite(agent, sets.sts)
-        out["sts"] = {k: suite[k] for k in ("points", "max_points", "solved", "positions")}
-    return out
-
-
-def brief(entry: dict) -> str:
-    parts = []
-    if "puzzles" in entry:
-        parts.append(f"puzzles {entry['puzzles']['accuracy']:.1%}")
-    if "sts" in entry:
-        parts.append(f"STS {entry['sts']['points']:,}/{entry['sts']['max_points']:,}")
-    if "metrics" in entry:
-        m = entry["metrics"]
-        parts.append(f"action accuracy {m['action_accuracy']:.3f}, tau {m['kendall_tau']:.3f}")
-    return ", ".join(parts)
-
-
-def held_out_rows(paths: Paths, num: int) -> tuple[list[dict], int]:
-    """The first `num` test boards whose position (move counters aside) is in no training
-    split: self-play games from other seeds still share their opening moves. Also the
-    number of test boards left out."""
-    train = {
-        position_key(fen) for fen in read_boards(train_glob(paths), ["fen"])["fen"].to_pylist()
-    }
-    rows = read_rows(str(paths.work / "annotated" / "test"))
-    kept = [row for row in rows if position_key(row["fen"]) not in train]
-    return kept[:num], len(rows) - len(kept)
-
-
-def neural(path: str, name: str) -> NeuralAgent:
-    return NeuralAgent(Predictor.from_checkpoint(path), name=name)
 
 
 # --- 4. the learning curve -------------------------------------------------------------------
@@ -622,69 +440,6 @@ def ship(paths: Paths, trained: dict) -> dict:
     size = sum(p.stat().st_size for p in paths.models.rglob("*") if p.is_file())
     log(f"ship: step {step} of {run} -> {paths.models} ({size / 1e6:.1f} MB)")
     return {"from": str(run), "step": step, "path": str(paths.models), "bytes": size}
-
-
-# --- plots -----------------------------------------------------------------------------------
-
-
-def plot_curve(document: dict, evaluation: dict, path: pathlib.Path) -> None:
-    points = sorted(document["points"].values(), key=lambda p: p["step"])
-    boards = [p["boards_seen"] for p in points]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, key, label in (
-        (axes[0], "puzzles", "puzzles solved (%)"),
-        (axes[1], "sts", "STS points (% of max)"),
-    ):
-        if not points or key not in points[0]:
-            ax.set_visible(False)
-            continue
-        if key == "puzzles":
-            ys = [100 * p["puzzles"]["accuracy"] for p in points]
-        else:
-            ys = [100 * p["sts"]["points"] / p["sts"]["max_points"] for p in points]
-        ax.plot(boards, ys, marker="o", label="model (fixed subset)")
-        for name, entry in evaluation["agents"].items():
-            if name == "model" or key not in entry:
-                continue
-            value = entry[key]
-            y = 100 * (
-                value["accuracy"] if key == "puzzles" else value["points"] / value["max_points"]
-            )
-            ax.axhline(y, linestyle="--", linewidth=1, label=name, color=_colour(name))
-        ax.set_xlabel("training boards seen (each with all its action values)")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    fig.suptitle("make cpu-model: learning curve (baselines on the full evaluation sets)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _colour(name: str) -> str:
-    return {"greedy": "tab:orange", "random": "tab:grey"}.get(name, "tab:green")
-
-
-def plot_ablations(document: dict, path: pathlib.Path) -> None:
-    names = list(document["rows"])
-    fig, ax = plt.subplots(figsize=(7, 4))
-    x = np.arange(len(names))
-    rows = [document["rows"][n] for n in names]
-    puzzles = [100 * r["puzzles"]["accuracy"] if "puzzles" in r else 0 for r in rows]
-    sts = [100 * r["sts"]["points"] / r["sts"]["max_points"] if "sts" in r else 0 for r in rows]
-    ax.bar(x - 0.2, puzzles, 0.4, label="puzzles solved (%)")
-    ax.bar(x + 0.2, sts, 0.4, label="STS points (% of max)")
-    ax.set_xticks(x, names)
-    compute = document["equal_compute"]
-    ax.set_title(
-        f"ablations: targets at {compute['targets_steps']} steps, "
-        f"data sizes at {compute['data_steps']} steps"
-    )
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 # --- the job ---------------------------------------------------------------------------------

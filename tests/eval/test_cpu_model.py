@@ -12,6 +12,7 @@ import chess
 import pytest
 
 from eval import cpu_model
+from eval.cpu_model_settings import PUZZLE_FILE, STS_FILE
 from eval.engines import make_agent
 from eval.uci import parse_position
 from model.checkpoint import checkpoints_dir
@@ -22,15 +23,15 @@ SHARED = ROOT.parent / "shared" / "data"
 
 def _small_shared(tmp_path: pathlib.Path) -> pathlib.Path:
     """A ../shared/data in miniature: the first lines of the real puzzle, STS and game files."""
-    if not (SHARED / "puzzles" / cpu_model.PUZZLE_FILE).exists():
+    if not (SHARED / "puzzles" / PUZZLE_FILE).exists():
         pytest.skip(f"{SHARED} is absent (real puzzles, EPD suites and games)")
     shared = tmp_path / "shared"
     for sub in ("puzzles", "epd", "games"):
         (shared / sub).mkdir(parents=True)
-    puzzles = (SHARED / "puzzles" / cpu_model.PUZZLE_FILE).read_text().splitlines()[:40]
-    (shared / "puzzles" / cpu_model.PUZZLE_FILE).write_text("\n".join(puzzles) + "\n")
-    sts = (SHARED / "epd" / cpu_model.STS_FILE).read_text().splitlines()[:40]
-    (shared / "epd" / cpu_model.STS_FILE).write_text("\n".join(sts) + "\n")
+    puzzles = (SHARED / "puzzles" / PUZZLE_FILE).read_text().splitlines()[:40]
+    (shared / "puzzles" / PUZZLE_FILE).write_text("\n".join(puzzles) + "\n")
+    sts = (SHARED / "epd" / STS_FILE).read_text().splitlines()[:40]
+    (shared / "epd" / STS_FILE).write_text("\n".join(sts) + "\n")
     games = sorted((SHARED / "games").glob("*.pgn"))[0].read_text()
     cut = games.index("[Event ", games.index("[Event ", 1) + 1)  # two games
     (shared / "games" / "lichess.pgn").write_text(games[:cut])
