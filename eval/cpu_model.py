@@ -47,7 +47,7 @@ import matplotlib
 
 from core.interrupts import exit_code, interrupted
 from core.progress import Progress, format_duration
-from core.schema import board_files, find_stats, read_boards, stats_path
+from core.schema import board_files, read_boards
 from eval.cpu_model_judging import brief, held_out_rows, judge, judged_sets, neural
 from eval.cpu_model_plots import plot_ablations, plot_curve
 from eval.cpu_model_settings import (
@@ -65,14 +65,12 @@ from eval.cpu_model_settings import (
 )
 from eval.engines import NeuralAgent, make_agent
 from eval.metrics import evaluate_checkpoint
-from eval.steps import StepLog, fingerprint
+from eval.steps import StepLog, annotate_step, fingerprint
 from model import config as config_lib
 from model.checkpoint import checkpoints_dir, latest_complete_step
 from model.predictor import Predictor
 from model.train import train as train_model
 from pipeline import selfplay
-from pipeline.annotate import run as annotate_run
-from pipeline.annotate_output import JournalMismatch
 from pipeline.engine import Limit
 from pipeline.exclude import load_exclusions, position_key
 from pipeline.overlap import overlap
@@ -124,29 +122,21 @@ def annotation_jobs(scale: Scale, paths: Paths) -> dict[str, tuple[list[str], li
     return jobs
 
 
+def _say(prefix: str):
+    return lambda line: log(prefix + line)
+
+
 def annotate(scale: Scale, paths: Paths, steps: StepLog) -> dict:
     exclude = exclusion_files(paths)
     out = {}
     for split, (inputs, flags) in annotation_jobs(scale, paths).items():
         split_dir = paths.work / "annotated" / split
-        stats_file = pathlib.Path(find_stats(str(split_dir)) or stats_path(str(split_dir)))
         argv = [*inputs, "--out", str(paths.work / "annotated"), "--split", split]
         argv += ["--limit", scale.label_limit, *flags, "--exclude", *exclude]
         argv += ["--runner=DirectRunner", "--direct_num_workers=2"]
         argv += ["--direct_running_mode=multi_processing"]
         key = fingerprint(*inputs, *exclude, argv)
-        if steps.finished(f"annotate-{split}", key, [stats_file]):
-            log(f"annotate {split}: reusing {split_dir}")
-        else:
-            log(f"annotate {split}: {' '.join(argv)}")
-            try:  # an interrupted annotation resumes from its journal
-                annotate_run(argv)
-            except (FileExistsError, JournalMismatch) as e:  # made from other inputs: redo
-                log(f"annotate {split}: starting over ({e})")
-                annotate_run([*argv, "--overwrite"])
-            steps.mark(f"annotate-{split}", key)
-            stats_file = pathlib.Path(stats_path(str(split_dir)))
-        stats = json.loads(stats_file.read_text())
+        stats = annotate_step(steps, split, split_dir, argv, key, _say(f"annotate {split}: "))
         out[split] = {
             "inputs": len(inputs),
             "games": stats["games"]["used"],

@@ -19,6 +19,7 @@ collects the figures.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -31,9 +32,7 @@ from dataclasses import asdict, dataclass
 
 from core.cli import config_from_args
 from core.interrupts import exit_code, interrupted
-from core.schema import find_stats
-from core.schema import stats_path as schema_stats_path
-from eval.steps import StepLog, fingerprint
+from eval.steps import StepLog, annotate_step, fingerprint
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
@@ -69,31 +68,22 @@ def banner(number: int, title: str) -> None:
 # --- the steps ---------------------------------------------------------------------------
 
 
-def annotate(config: DemoConfig, log: StepLog) -> dict:
-    from pipeline.annotate import run
-    from pipeline.annotate_output import JournalMismatch
+def _print_with(prefix: str, line: str) -> None:
+    print(prefix + line)
 
+
+def annotate(config: DemoConfig, log: StepLog) -> dict:
     stats = {}
     for split, inputs in (("train", config.train_inputs), ("test", config.test_inputs)):
         split_dir = pathlib.Path(config.work) / split
         key = fingerprint(*inputs, config.limit)
-        stats_path = pathlib.Path(find_stats(str(split_dir)) or schema_stats_path(str(split_dir)))
-        if log.finished(f"annotate-{split}", key, [stats_path]):
-            print(f"{split}: reusing {split_dir}")
-        else:
-            argv = [*inputs, "--out", config.work, "--split", split, "--limit", config.limit]
-            argv += ["--runner=DirectRunner", f"--direct_num_workers={config.workers}"]
-            argv += ["--direct_running_mode=multi_processing"]
-            if config.engine:
-                argv += ["--engine", config.engine]
-            try:  # an interrupted annotation resumes from its journal
-                run(argv)
-            except (FileExistsError, JournalMismatch) as e:  # made from other inputs: redo
-                print(f"{split}: starting over ({e})")
-                run([*argv, "--overwrite"])
-            log.mark(f"annotate-{split}", key)
-            stats_path = pathlib.Path(schema_stats_path(str(split_dir)))
-        document = json.loads(stats_path.read_text())
+        argv = [*inputs, "--out", config.work, "--split", split, "--limit", config.limit]
+        argv += ["--runner=DirectRunner", f"--direct_num_workers={config.workers}"]
+        argv += ["--direct_running_mode=multi_processing"]
+        if config.engine:
+            argv += ["--engine", config.engine]
+        say = functools.partial(_print_with, f"{split}: ")
+        document = annotate_step(log, split, split_dir, argv, key, say)
         stats[split] = {
             "games": document["games"]["used"],
             "unique_boards": document["boards"]["unique"],

@@ -10,6 +10,9 @@ import hashlib
 import json
 import os
 import pathlib
+from collections.abc import Callable
+
+from core.schema import find_stats, stats_path
 
 
 class StepLog:
@@ -46,3 +49,33 @@ def fingerprint(*parts) -> str:
         if isinstance(part, str) and os.path.isfile(part):
             digest.update(pathlib.Path(part).read_bytes())
     return digest.hexdigest()[:16]
+
+
+def annotate_step(
+    steps: StepLog,
+    split: str,
+    split_dir: pathlib.Path,
+    argv: list[str],
+    key: str,
+    say: Callable[[str], None],
+) -> dict:
+    """A split annotated as a reusable step, `pipeline.annotate` run with `argv` unless the
+    step is finished with `key`; an interrupted run resumes from its journal, one made from
+    other inputs is started over. Returns the split's stats.json document."""
+    # Beam loads only when a step is run, not when every step is reused.
+    from pipeline.annotate import run
+    from pipeline.annotate_output import JournalMismatch
+
+    stats_file = pathlib.Path(find_stats(str(split_dir)) or stats_path(str(split_dir)))
+    if steps.finished(f"annotate-{split}", key, [stats_file]):
+        say(f"reusing {split_dir}")
+    else:
+        say(" ".join(argv))
+        try:
+            run(argv)
+        except (FileExistsError, JournalMismatch) as e:
+            say(f"starting over ({e})")
+            run([*argv, "--overwrite"])
+        steps.mark(f"annotate-{split}", key)
+        stats_file = pathlib.Path(stats_path(str(split_dir)))
+    return json.loads(stats_file.read_text())
