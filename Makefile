@@ -92,7 +92,7 @@ bench: setup
 	$(PY) -m bench.search
 
 # What the tree search adds on one model (issue 17; ~20 min on 2 cores): JSON in results/search/.
-MODEL   ?= models/cpu
+MODEL   ?= models/cpu-av
 search-report: setup
 	$(PY) -m bench.search_report --model $(MODEL) --out $(RESULTS)/search $(ARGS)
 

@@ -1,6 +1,6 @@
 """Issue 17's measurements in one command: what the tree search adds on one model.
 
-    python -m bench.search_report --model models/cpu            # ~20 min on 2 cores
+    python -m bench.search_report --model models/cpu-av         # ~20 min on 2 cores
     python -m bench.search_report --model runs/x --parts speed puzzles --num 1000
 
 Writes JSON into --out (default results/search/): `search.json` (every part's summary, also

@@ -348,7 +348,11 @@ def find_stats(split_dir: str) -> str | None:
 
 
 def board_files(path: str) -> list[str]:
-    """The board shards at `path`: a file, a directory of shards, or a glob."""
+    """The board shards at `path`: a file, a directory of shards, a glob, or a comma list of
+    these (the union, each file once; a path that exists is never split at its commas)."""
+    if "," in path and not os.path.exists(path):
+        files = [file for part in path.split(",") if part for file in board_files(part)]
+        return list(dict.fromkeys(files))
     if os.path.isdir(path):
         files = sorted(glob.glob(os.path.join(path, f"{BOARDS_PREFIX}-*.parquet")))
     elif any(c in path for c in "*?["):

@@ -1,4 +1,5 @@
-"""`make cpu-model`: the strongest model two cores make in about an hour, with its evidence.
+"""`make cpu-model`: the strongest searchless model two cores make in under two hours, with its
+evidence.
 
     python -m eval.cpu_model [--scale full|quick] [--work data/cpu-model] [--runs runs/cpu-model]
         [--results results/cpu-model] [--models models/cpu] [--shared ../shared/data] [--fresh]
@@ -11,18 +12,23 @@ resumes from its journal or checkpoint):
    random plies, some random moves later) for training, and other games (another seed) for
    the held-out test split.
 2. annotate: full action values at a small node limit (pipeline.annotate) of the self-play
-   games and of the real Lichess games in `<shared>/games` where present, with `--exclude`
-   of every puzzle CSV and EPD suite found (`<shared>/puzzles/*.csv`, `<shared>/epd/*.epd`,
+   games and of some real Lichess games in `<shared>/games` where present (`train-*`, and the
+   `test` split), and one search per board (`--mode search`, ~1/16 of the cost: best move
+   and state value) of all those real games (`search-lichess`), with `--exclude` of every
+   puzzle CSV and EPD suite found (`<shared>/puzzles/*.csv`, `<shared>/epd/*.epd`,
    data/sample/puzzles.csv); then an overlap check: training boards that are evaluation
    positions (must be 0) and test boards also in training.
-3. train: model/configs/cpu.toml (the gateau edge backbone, AV) with checkpoints along the way.
+3. train: model/configs/cpu.toml (the gateau edge backbone) on the best move of every
+   training board (BC: the paper's cheapest target, and at this scale the one that learns to
+   play fastest, see 6.), with checkpoints along the way.
 4. curve: every checkpoint on FIXED subsets (the first puzzles of the puzzle file, every
    k-th STS position): puzzle accuracy and STS points against training examples.
 5. evaluate: the last checkpoint on the held-out test split (action accuracy, Kendall's tau,
    log-loss), the first 1,000 puzzles and all of STS, beside `greedy`, `random` and
    `stockfish:nodes=100000` (the ceiling on a subset at the quick scale).
 6. ablations at equal compute (same network, steps and batch): AV vs SV vs BC on the same
-   boards, and AV on a quarter of the boards; each row with its data and compute cost.
+   boards (the `train-*` ones, which have full action values), and AV on a quarter of them;
+   each row with its data and compute cost.
 7. ship: the final run's config and last checkpoint to `<models>` (models/cpu: a normal
    run directory, loaded by `neural:models/cpu` and by `searchless-uci` by default).
 
@@ -61,6 +67,7 @@ from eval.cpu_model_settings import (
     exclusion_files,
     lichess_games,
     log,
+    main_glob,
     train_glob,
 )
 from eval.engines import NeuralAgent, make_agent
@@ -111,14 +118,19 @@ def positions(scale: Scale, paths: Paths, steps: StepLog) -> dict:
 # --- 2. annotate -----------------------------------------------------------------------------
 
 
-def annotation_jobs(scale: Scale, paths: Paths) -> dict[str, tuple[list[str], list[str]]]:
-    """split -> (inputs, extra flags)."""
+def annotation_jobs(scale: Scale, paths: Paths) -> dict[str, tuple[list[str], str, list[str]]]:
+    """split -> (inputs, limit, extra flags). `train-*`: full action values; `search-*`: one
+    search per board, ~1/16 of the cost, for the main model's best-move (BC) labels."""
     shards = ["--num-shards", "8"]  # the data-size ablation takes 2 of the 8
-    jobs = {"train-selfplay": ([str(paths.work / "selfplay-train.pgn.zst")], shards)}
+    label = scale.label_limit
+    jobs = {"train-selfplay": ([str(paths.work / "selfplay-train.pgn.zst")], label, shards)}
     real = lichess_games(paths)
     if real and scale.lichess_games:
-        jobs["train-lichess"] = (real, [*shards, "--max-games", str(scale.lichess_games)])
-    jobs["test"] = ([str(paths.work / "selfplay-test.pgn.zst")], [])
+        jobs["train-lichess"] = (real, label, [*shards, "--max-games", str(scale.lichess_games)])
+    jobs["test"] = ([str(paths.work / "selfplay-test.pgn.zst")], label, [])
+    if real and scale.search_games:
+        flags = [*shards, "--mode", "search", "--max-games", str(scale.search_games)]
+        jobs["search-lichess"] = (real, scale.search_limit, flags)
     return jobs
 
 
@@ -129,10 +141,10 @@ def _say(prefix: str):
 def annotate(scale: Scale, paths: Paths, steps: StepLog) -> dict:
     exclude = exclusion_files(paths)
     out = {}
-    for split, (inputs, flags) in annotation_jobs(scale, paths).items():
+    for split, (inputs, limit, flags) in annotation_jobs(scale, paths).items():
         split_dir = paths.work / "annotated" / split
         argv = [*inputs, "--out", str(paths.work / "annotated"), "--split", split]
-        argv += ["--limit", scale.label_limit, *flags, "--exclude", *exclude]
+        argv += ["--limit", limit, *flags, "--exclude", *exclude]
         argv += ["--runner=DirectRunner", "--direct_num_workers=2"]
         argv += ["--direct_running_mode=multi_processing"]
         key = fingerprint(*inputs, *exclude, argv)
@@ -145,7 +157,7 @@ def annotate(scale: Scale, paths: Paths, steps: StepLog) -> dict:
             "failed": stats["boards"]["failed"],
             "excluded": stats["excluded"],
             "exclude_positions": stats["exclude"]["positions"],
-            "limit": stats["limit"],
+            "limit": stats.get("row_limit", stats["limit"]),  # search:... in search mode
             "wall_time_s": stats["wall_time_s"],
             "engine_busy_s": round(sum(w["busy_s"] for w in stats["workers"]), 1),
         }
@@ -164,7 +176,7 @@ def overlap_check(paths: Paths, results: pathlib.Path, steps: StepLog) -> dict:
     key = fingerprint(exclude, [steps.done.get(k) for k in sorted(steps.done) if "annot" in k])
     if not steps.finished("overlap", key, [target]):
         exclusions = load_exclusions(exclude)
-        fens = read_boards(train_glob(paths), ["fen"])["fen"].to_pylist()
+        fens = read_boards(main_glob(paths), ["fen"])["fen"].to_pylist()
         hits = [fen for fen in fens if position_key(fen) in exclusions.keys]
         document = {
             "evaluation_positions": len(exclusions),
@@ -172,7 +184,7 @@ def overlap_check(paths: Paths, results: pathlib.Path, steps: StepLog) -> dict:
             "train_boards": len(fens),
             "train_boards_in_evaluation_sets": len(hits),
             "examples": hits[:5],
-            "test_in_train": overlap(train_glob(paths), str(paths.work / "annotated" / "test")),
+            "test_in_train": overlap(main_glob(paths), str(paths.work / "annotated" / "test")),
         }
         target.write_text(json.dumps(document, indent=2) + "\n")
         steps.mark("overlap", key)
@@ -253,11 +265,15 @@ def _train_run(name: str, config, run: pathlib.Path, steps: StepLog, depends: li
 
 
 def train_main(scale: Scale, paths: Paths, steps: StepLog) -> dict:
-    config = run_config(scale, paths, "av", scale.steps, train_glob(paths), scale.curve_points)
-    return train_run("main", config, paths.runs / "main", steps, ANNOTATE_STEPS)
+    data = main_glob(paths)
+    config = run_config(scale, paths, scale.target, scale.steps, data, scale.curve_points)
+    return train_run("main", config, paths.runs / "main", steps, MAIN_STEPS)
 
 
+# The steps whose boards a run trains on: the ablations (full action values only), the main
+# model (also the single searches).
 ANNOTATE_STEPS = ["annotate-train-selfplay", "annotate-train-lichess", "annotate-test"]
+MAIN_STEPS = [*ANNOTATE_STEPS, "annotate-search-lichess"]
 
 
 # --- 4. the learning curve -------------------------------------------------------------------
@@ -320,7 +336,7 @@ def evaluate(scale: Scale, paths: Paths, steps: StepLog, trained: dict) -> dict:
     key = fingerprint(steps.done.get("train-main"), sets.describe(), scale.metrics_boards)
     if not steps.finished("evaluate", key, [target]):
         predictor = Predictor.from_checkpoint(trained["run"])
-        rows, in_train = held_out_rows(paths, scale.metrics_boards)
+        rows, in_train = held_out_rows(paths, scale.metrics_boards, main_glob(paths))
         entry = {"metrics": evaluate_checkpoint(predictor, rows)}
         entry["metrics"]["test_boards_left_out_as_in_train"] = in_train
         entry |= judge(NeuralAgent(predictor, name="model"), sets)
@@ -354,7 +370,7 @@ ABLATIONS = {
 def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> dict:
     target = paths.results / "ablations.json"
     sets = judged_sets(paths, scale.curve_puzzles, scale.curve_sts_every)
-    rows, _ = held_out_rows(paths, scale.metrics_boards)
+    rows, _ = held_out_rows(paths, scale.metrics_boards, train_glob(paths))
     document = json.loads(target.read_text()) if target.exists() else {}
     document.setdefault("rows", {})
     document["sets"] = sets.describe()
@@ -459,7 +475,7 @@ def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
     annotated = timed(
         2,
         "annotate",
-        "action values, evaluation positions excluded",
+        "action values and single searches, evaluation positions excluded",
         lambda: annotate(scale, paths, steps),
     )
     checked = overlap_check(paths, paths.results, steps)

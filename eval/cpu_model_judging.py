@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from core.eval_sets import read_puzzles, read_suite
 from core.schema import read_boards
-from eval.cpu_model_settings import Paths, puzzle_file, sts_file, train_glob
+from eval.cpu_model_settings import Paths, puzzle_file, sts_file
 from eval.engines import NeuralAgent
 from eval.metrics import read_rows
 from eval.puzzles import evaluate as evaluate_puzzles
@@ -64,13 +64,11 @@ def brief(entry: dict) -> str:
     return ", ".join(parts)
 
 
-def held_out_rows(paths: Paths, num: int) -> tuple[list[dict], int]:
-    """The first `num` test boards whose position (move counters aside) is in no training
-    split: self-play games from other seeds still share their opening moves. Also the
-    number of test boards left out."""
-    train = {
-        position_key(fen) for fen in read_boards(train_glob(paths), ["fen"])["fen"].to_pylist()
-    }
+def held_out_rows(paths: Paths, num: int, trained_on: str) -> tuple[list[dict], int]:
+    """The first `num` test boards whose position (move counters aside) is in none of the
+    boards at `trained_on` (a glob of the splits a model trains on): self-play games from
+    other seeds still share their opening moves. Also the number of test boards left out."""
+    train = {position_key(fen) for fen in read_boards(trained_on, ["fen"])["fen"].to_pylist()}
     rows = read_rows(str(paths.work / "annotated" / "test"))
     kept = [row for row in rows if position_key(row["fen"]) not in train]
     return kept[:num], len(rows) - len(kept)

@@ -18,13 +18,16 @@ BASELINES = ("greedy", "random")
 
 @dataclass(frozen=True)
 class Scale:
-    """How much of everything: `full` fits ~70 minutes on 2 cores, `quick` a test."""
+    """How much of everything: `full` fits 2 hours on 2 cores, `quick` a test."""
 
     selfplay_games: int  # training games
     test_games: int  # held-out games (another seed)
     lichess_games: int  # at most this many of <shared>/games (0: none)
     selfplay_limit: str  # Stockfish's search per self-play move
     label_limit: str  # per legal move: the action values
+    search_games: int  # at most this many of <shared>/games valued by one search per board
+    search_limit: str  # that one search (its best move is the BC label)
+    target: str  # the main model's
     steps: int
     batch_size: int  # boards
     curve_points: int  # checkpoints on the learning curve
@@ -47,7 +50,10 @@ SCALES: dict[str, Scale] = {
         lichess_games=100,
         selfplay_limit="nodes=300",
         label_limit="nodes=200",
-        steps=2400,
+        search_games=10_000,
+        search_limit="nodes=500",
+        target="bc",
+        steps=24_000,
         batch_size=32,
         curve_points=6,
         ablation_steps=150,
@@ -66,6 +72,9 @@ SCALES: dict[str, Scale] = {
         lichess_games=3,
         selfplay_limit="nodes=50",
         label_limit="nodes=20",
+        search_games=6,
+        search_limit="nodes=50",
+        target="bc",
         steps=24,
         batch_size=8,
         curve_points=2,
@@ -128,4 +137,16 @@ def lichess_games(paths: Paths) -> list[str]:
 
 
 def train_glob(paths: Paths, shards: str = "*") -> str:
+    """The boards with full action values (the ablations train on these)."""
     return str(paths.work / "annotated" / "train-*" / f"boards-{shards}-of-*.parquet")
+
+
+def search_glob(paths: Paths) -> str:
+    """The boards valued by one search each (best move and state value only)."""
+    return str(paths.work / "annotated" / "search-*" / "boards-*-of-*.parquet")
+
+
+def main_glob(paths: Paths) -> str:
+    """Every training board of the main model: full action values and single searches."""
+    found = glob.glob(search_glob(paths))
+    return f"{train_glob(paths)},{search_glob(paths)}" if found else train_glob(paths)

@@ -97,12 +97,28 @@ class MoveChooser(Protocol):
     def close(self) -> None: ...
 
 
-class PolicyChooser:
-    """A model's policy: one batched network call per move, no search."""
+def move_value(value_model, board: chess.Board, move: chess.Move) -> float:
+    """The mover's win probability after `move` by an AV or SV model (`model.predictor`)."""
+    if value_model.config.target_kind.takes_action:
+        [(ucis, values)] = value_model.move_values([board])
+        return float(values[ucis.index(move.uci())])
+    child = board.copy(stack=False)
+    child.push(move)
+    ended = terminal_value(child)  # for the side to move after the move
+    if ended is None:
+        ended = float(value_model.state_values([child.fen()])[0])
+    return 1.0 - ended
 
-    def __init__(self, agent: NeuralAgent, seed: int):
+
+class PolicyChooser:
+    """A model's policy: one batched network call per move, no search. A BC policy has no
+    value of its own: its move's value (the info line's score) comes from `value_model`
+    where there is one."""
+
+    def __init__(self, agent: NeuralAgent, seed: int, value_model=None):
         self.agent = agent
         self.name = agent.name
+        self.value_model = value_model
         self.warning: str | None = None  # why it plays although a search was asked for
         self._rng = np.random.default_rng(seed)
 
@@ -115,8 +131,11 @@ class PolicyChooser:
         ] or list(range(len(moves)))
         pick = pick_index(scores[candidates], self.agent.target, self.agent.temperature, self._rng)
         i = candidates[pick]
+        move = chess.Move.from_uci(moves[i])
         value = float(scores[i]) if self.agent.target in VALUE_TARGETS else None
-        return Decision(chess.Move.from_uci(moves[i]), win_prob=value, nodes=len(moves))
+        if value is None and self.value_model is not None:
+            value = move_value(self.value_model, board, move)
+        return Decision(move, win_prob=value, nodes=len(moves))
 
     def new_game(self) -> None:
         self.agent.new_game()
@@ -314,12 +333,16 @@ class NeuralFactory:
             repetition_workaround=options.repetition_workaround,
             name=label(resolved.path),
         )
-        policy = PolicyChooser(agent, options.seed)
+        value_model, note = self._value_model(predictor, options)
+        policy = PolicyChooser(agent, options.seed, value_model)
+        policy.warning = note
         if options.simulations == 0:
             return policy
         try:
-            evaluator = make_evaluator(predictor, prior_temperature=options.prior_temperature)
-        except ValueError as e:  # a BC model: its policy plays, and the GUI is told why
+            evaluator = make_evaluator(
+                predictor, value_model, prior_temperature=options.prior_temperature
+            )
+        except ValueError as e:  # a BC model without a value model: its policy plays
             policy.warning = f"Simulations {options.simulations} ignored: {e}"
             return policy
         self._warm_up(predictor, options.search_batch)
@@ -330,6 +353,25 @@ class NeuralFactory:
         )
         search = TreeSearch(evaluator, config, np.random.default_rng(options.seed))
         return SearchChooser(policy, search, options.simulations, options.seed)
+
+    def _value_model(self, predictor, options: UciOptions):
+        """(the value model, None) beside a BC policy (UciOptions.value_model_path); (None,
+        why not) when it cannot be used; (None, None) beside an AV or SV model, which values
+        moves itself, or where there is none."""
+        path = options.value_model_path()
+        if predictor.config.target_kind.value_head or not path:
+            return None, None
+        named = bool(options.value_weights)  # the default companion may be absent quietly
+        resolved = resolve_path(path, self.start_dir)
+        if resolved.path is None:
+            return None, (f"no value model: {resolved.describe_missing()}" if named else None)
+        try:
+            value_model = self._load(resolved.path, options)
+        except ModelUnavailable as e:
+            return None, str(e)
+        if not value_model.config.target_kind.value_head:
+            return None, f"ValueFile {resolved.path!r} is a BC model, not an AV or SV one"
+        return value_model, None
 
     def _warm_up(self, predictor, boards: int) -> None:
         """Compiles the shapes of `boards` leaves per network call, once per model."""

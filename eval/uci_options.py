@@ -7,6 +7,7 @@ fastchess send by default, each doing what it honestly can:
 | option | effect |
 |---|---|
 | `WeightsFile` | the model (run dir or checkpoint dir), Lc0's name for it |
+| `ValueFile` | a BC policy's value model (AV or SV): its score, WDL and search values; empty: models/cpu-av beside the default model, else none |
 | `Threads` | the most CPU threads the model's runtime uses; 0 = every CPU the engine may use |
 | `Hash` | accepted; the search's tree is not bounded by it (it lives for one game) |
 | `Move Overhead` | milliseconds kept back from the clock by the time management (eval.uci_go) |
@@ -34,6 +35,9 @@ from eval.evaluators import DEFAULT_PRIOR_TEMPERATURE
 from eval.mcts import DEFAULT_CPUCT
 
 DEFAULT_WEIGHTS = "models/cpu"
+# The value model beside the default policy: models/cpu is a BC policy, which has no value
+# of its own to report or to search with; models/cpu-av values moves (make cpu-model).
+DEFAULT_VALUE_WEIGHTS = "models/cpu-av"
 EMPTY = "<empty>"  # how UCI shows an empty string option
 # Leaves per network call when the engine searches: on a CPU a batch of 8 leaves costs little
 # more than their sum, and the virtual loss keeps the search close to the sequential one.
@@ -47,6 +51,7 @@ class UciError(ValueError):
 @dataclass(frozen=True)
 class UciOptions:
     weights: str = DEFAULT_WEIGHTS
+    value_weights: str = ""  # used only beside a BC model; "": see value_model_path
     threads: int = 0
     hash_mb: int = 16
     move_overhead_ms: int = 10
@@ -63,10 +68,17 @@ class UciOptions:
     search_batch: int = DEFAULT_SEARCH_BATCH
     prior_temperature: float = DEFAULT_PRIOR_TEMPERATURE
 
+    def value_model_path(self) -> str:
+        """ValueFile, or where it is empty the default model's companion (none for others)."""
+        if self.value_weights:
+            return self.value_weights
+        return DEFAULT_VALUE_WEIGHTS if self.weights == DEFAULT_WEIGHTS else ""
+
     def policy_key(self) -> tuple:
         """The options a move choice depends on: a change rebuilds the move chooser."""
         key = (
             self.weights,
+            self.value_weights,
             self.use_ema,
             self.temperature,
             self.seed,
@@ -99,6 +111,7 @@ class OptionSpec:
 # engine announces, and lichess-bot's defaults (Threads 4, Hash 512) must pass everywhere.
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("WeightsFile", "weights", "string"),
+    OptionSpec("ValueFile", "value_weights", "string"),
     OptionSpec("Threads", "threads", "spin", 0, 1024),
     OptionSpec("Hash", "hash_mb", "spin", 1, 33_554_432),
     OptionSpec("Move Overhead", "move_overhead_ms", "spin", 0, 60_000),

@@ -67,6 +67,18 @@ def test_failures_are_not_boards():
     check_schema(FAILURE_SCHEMA, "failures.parquet", expected=FAILURE_SCHEMA)
 
 
+def test_a_comma_list_reads_the_union_of_its_parts_each_file_once(tmp_path):
+    for split, fen in (("a", ROW["fen"]), ("b", "8/8/8/8/8/8/8/K5k1 w - - 0 1")):
+        (tmp_path / split).mkdir()
+        write_boards([{**ROW, "fen": fen}], str(tmp_path / split / "boards-00000-of-00001.parquet"))
+    both = f"{tmp_path}/a,{tmp_path}/*/boards-*.parquet"
+    assert sorted(read_boards(both)["fen"].to_pylist()) == sorted(
+        [ROW["fen"], "8/8/8/8/8/8/8/K5k1 w - - 0 1"]
+    )
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        read_boards(f"{tmp_path}/a,/nowhere")
+
+
 def test_missing_path():
     with pytest.raises(FileNotFoundError, match="nowhere"):
         read_boards("/nowhere/at/all")

@@ -51,9 +51,16 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
     # Every evaluation file was excluded, none of its positions reached training.
     assert summary["overlap"]["train_boards_in_evaluation_sets"] == 0
     excluded = {s: a["exclude_positions"] for s, a in summary["annotated"].items()}
-    assert set(excluded) == {"train-selfplay", "train-lichess", "test"}
+    assert set(excluded) == {"train-selfplay", "train-lichess", "test", "search-lichess"}
     assert all(n > 40 for n in excluded.values())  # the puzzles' lines and the STS positions
     assert summary["annotated"]["train-lichess"]["games"] == 2
+    # The cheap labels: one search per board of the real games, for the main model only.
+    search = summary["annotated"]["search-lichess"]
+    assert search["games"] == 2 and search["limit"].startswith("search:nodes=50")
+    main_config = (tmp_path / "runs" / "main" / "config.toml").read_text()
+    assert 'target = "bc"' in main_config and "search-*" in main_config
+    ablation_config = (tmp_path / "runs" / "bc" / "config.toml").read_text()
+    assert "search-*" not in ablation_config
 
     # The learning curve has one point per checkpoint, on the same fixed subsets.
     steps = [p["step"] for p in summary["curve"]]
@@ -101,7 +108,7 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
 SHIPPED = ROOT / "models" / "cpu"
 
 
-@pytest.mark.parametrize("name", ["cpu", "cpu-bc"])
+@pytest.mark.parametrize("name", ["cpu", "cpu-av"])
 def test_shipped_model_plays_legal_moves_as_a_neural_agent(name):
     shipped = ROOT / "models" / name
     assert (shipped / "config.toml").exists(), f"models/{name} is committed"

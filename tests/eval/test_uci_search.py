@@ -259,6 +259,68 @@ def test_a_policy_model_says_it_cannot_search_and_plays(tmp_path, tiny_bc_run):
     assert lines[1] == "readyok" and chess.Board().is_legal(chess.Move.from_uci(bestmoves(out)[0]))
 
 
+def test_a_policy_model_with_a_value_file_reports_a_score_and_searches(
+    tmp_path, tiny_bc_run, tiny_run
+):
+    out = io.StringIO()
+    engine = UciServer(NeuralFactory(str(tmp_path)), out)
+    setup = [
+        f"setoption name WeightsFile value {tiny_bc_run}",
+        f"setoption name ValueFile value {tiny_run}",
+        "setoption name UCI_ShowWDL value true",
+    ]
+    engine.run([*setup, "isready", "position startpos moves e2e4", "go nodes 1"])
+    lines = out.getvalue().splitlines()
+    assert not [line for line in lines if line.startswith("info string")], lines
+    [info] = [line for line in lines if line.startswith("info depth")]
+    assert " score cp " in info and " wdl " in info, info
+    # The score is the value model's value of the policy's move.
+    from eval.uci_choosers import move_value
+    from model.predictor import Predictor
+
+    board = chess.Board()
+    board.push_uci("e2e4")
+    move = chess.Move.from_uci(bestmoves(out)[0])
+    value = move_value(Predictor.from_checkpoint(str(tiny_run)), board, move)
+    assert f"score {score_words(board, [move], value, exact=False)[0].split(' ', 1)[1]}" in info
+
+    # With Simulations it searches: the policy's priors, the value model's values.
+    out = io.StringIO()
+    engine = UciServer(NeuralFactory(str(tmp_path)), out)
+    for line in [*setup, "setoption name Simulations value 8", "isready", "position startpos"]:
+        engine.handle(line)
+    assert isinstance(engine.chooser(), SearchChooser)
+    engine.handle("go nodes 8")
+    deadline = time.monotonic() + 120
+    while not bestmoves(out) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    lines = out.getvalue().splitlines()
+    assert not [line for line in lines if line.startswith("info string")], lines
+    assert [line for line in lines if " nodes 8 " in line and " score cp " in line], lines
+    engine.handle("quit")
+
+
+@pytest.mark.parametrize("value_file", ["bc", "missing"])
+def test_a_value_file_that_cannot_serve_is_named_and_the_policy_plays(
+    tmp_path, tiny_bc_run, value_file
+):
+    out = io.StringIO()
+    engine = UciServer(NeuralFactory(str(tmp_path)), out)
+    path = tiny_bc_run if value_file == "bc" else tmp_path / "nowhere"
+    engine.run(
+        [
+            f"setoption name WeightsFile value {tiny_bc_run}",
+            f"setoption name ValueFile value {path}",
+        ]
+        + ["isready", "position startpos", "go nodes 1"]
+    )
+    lines = out.getvalue().splitlines()
+    expected = "is a BC model, not an AV or SV one" if value_file == "bc" else "no value model"
+    assert lines[0].startswith("info string") and expected in lines[0], lines
+    assert chess.Board().is_legal(chess.Move.from_uci(bestmoves(out)[0]))
+    assert not [line for line in lines if " score " in line], lines
+
+
 def test_the_search_options_are_announced_and_checked():
     out = io.StringIO()
     engine = UciServer(AgentFactory("random"), out)
