@@ -7,7 +7,7 @@ fastchess send by default, each doing what it honestly can:
 | option | effect |
 |---|---|
 | `WeightsFile` | the model (run dir or checkpoint dir), Lc0's name for it |
-| `ValueFile` | a BC policy's value model (AV or SV): its score, WDL and search values; empty: models/cpu-av beside the default model, else none |
+| `ValueFile` | a BC model's value model (AV, SV): score, WDL, search values (default: see below) |
 | `Threads` | the most CPU threads the model's runtime uses; 0 = every CPU the engine may use |
 | `Hash` | accepted; the search's tree is not bounded by it (it lives for one game) |
 | `Move Overhead` | milliseconds kept back from the clock by the time management (eval.uci_go) |
