@@ -136,3 +136,6 @@ def test_shipped_model_is_the_uci_engines_default(tmp_path, console_script):
     best = [line.split()[1] for line in out if line.startswith("bestmove ")]
     board = parse_position("startpos moves e2e4 e7e5".split())
     assert len(best) == 1 and board.is_legal(chess.Move.from_uci(best[0]))
+    # The default policy is BC; its companion models/cpu-av gives the move a score.
+    [info] = [line for line in out if line.startswith("info depth")]
+    assert " score " in info, info
