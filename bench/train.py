@@ -6,7 +6,8 @@ Run as `python -m bench.train` (`make bench`). Prints one JSON object:
   loader never starves an accelerator), against a baseline measured in the same run: the
   per-example path (tokenize the FEN, look up the move, bin the value, one example at a time).
 - `train_step`: examples/s of the jitted train step at batch 256 for each model size, on all
-  local devices, with compile time; `mfu` (model FLOPs utilisation) when an accelerator is
+  local devices (the median step, after one untimed step past the compiling one), with
+  compile time; `mfu` (model FLOPs utilisation) when an accelerator is
   present and its peak is known (or given with --peak-tflops). Where ../shared/reference is
   there, the reference's jitted `update_parameters` runs on the same initial parameters and
   batches, step for step in turns with ours: `reference_step_s` and `vs_reference` (ours /
@@ -36,6 +37,9 @@ from core.tokenizer import tokenize
 from model.data import Batches, load_boards
 
 BATCH = 256
+# Untimed steps after the compiling one, for each side: the first runs after a compilation
+# are slower (buffers being allocated) and would be charged to whichever ran first.
+WARM_STEPS = 1
 # Dense bf16 peak TFLOP/s per device, by jax `device_kind` prefix.
 PEAK_TFLOPS = {
     "TPU v4": 275.0,
@@ -199,21 +203,25 @@ def bench_train_step(
 
     steppers = {"ours": [our_step, state]} | steppers
     loader = Batches(load_boards(directory), "av", config.num_bins, BATCH, seed=0, prefetch=2)
-    batches = [next(loader) for _ in range(steps + 1)]
+    batches = [next(loader) for _ in range(steps + 1 + WARM_STEPS)]
     loader.close()
-    compile_seconds, seconds, losses = {}, dict.fromkeys(steppers, 0.0), {}
+    compile_seconds, times, losses = {}, {name: [] for name in steppers}, {}
     for name, entry in steppers.items():
         start = time.perf_counter()
         entry[1], loss = entry[0](entry[1], batches[0])
         jax.block_until_ready(loss)
         compile_seconds[name] = time.perf_counter() - start
-    for batch in batches[1:]:
+    for i, batch in enumerate(batches[1:]):
         for name, entry in steppers.items():
             start = time.perf_counter()
             entry[1], loss = entry[0](entry[1], batch)
             losses[name] = float(jax.block_until_ready(loss))
-            seconds[name] += time.perf_counter() - start
+            if i >= WARM_STEPS:
+                times[name].append(time.perf_counter() - start)
     state = steppers["ours"][1]
+    # The median step: one slow step (the allocator, a page fault, another process) must not
+    # decide a ratio of a few steps.
+    seconds = {name: float(np.median(t)) * steps for name, t in times.items()}
     per_step = seconds["ours"] / steps
     result = {
         "params": count_params(state.params),
