@@ -225,6 +225,7 @@ class Predictor:
         if actions is not None:
             padded_actions = np.zeros(size, np.int32)
             padded_actions[:rows] = actions
+
         def passes(starts: Sequence[int]) -> list:
             outputs = [
                 fn(
