@@ -79,6 +79,7 @@ from eval.uci_choosers import (
 )
 from eval.uci_go import GoParams, parse_go, time_budget
 from eval.uci_options import (
+    DEFAULT_VALUE_WEIGHTS,
     DEFAULT_WEIGHTS,
     UciError,
     UciOptions,
@@ -553,8 +554,12 @@ def main(argv: list[str] | None = None) -> int:
         seed = parse_value(find_option("Seed"), str(args.seed))
     except UciError as e:
         parser.error(str(e))
+    # The default model is a BC policy: its value model goes beside it, resolved here as the
+    # model is (UciOptions.value_model_path knows only the unresolved default name).
+    companion = "" if args.checkpoint else resolve_path(DEFAULT_VALUE_WEIGHTS, start_dir).path
     defaults = UciOptions(
         weights=resolved.path or weights,
+        value_weights=companion or "",
         temperature=temperature,
         repetition_workaround=not args.no_repetition_workaround,
         use_ema=not args.no_ema,
