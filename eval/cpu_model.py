@@ -131,6 +131,9 @@ def annotation_jobs(scale: Scale, paths: Paths) -> dict[str, tuple[list[str], st
     if real and scale.search_games:
         flags = [*shards, "--mode", "search", "--max-games", str(scale.search_games)]
         jobs["search-lichess"] = (real, scale.search_limit, flags)
+    if real and scale.random_move_games:
+        flags = [*shards, "--mode", "search", "--max-games", str(scale.random_move_games)]
+        jobs["search-random-move"] = (real, scale.search_limit, [*flags, "--random-move", "1"])
     return jobs
 
 
@@ -156,6 +159,7 @@ def annotate(scale: Scale, paths: Paths, steps: StepLog) -> dict:
             "action_values": stats["action_values"],
             "failed": stats["boards"]["failed"],
             "excluded": stats["excluded"],
+            "after_random_move": stats["boards"].get("after_random_move", 0),
             "exclude_positions": stats["exclude"]["positions"],
             "limit": stats.get("row_limit", stats["limit"]),  # search:... in search mode
             "wall_time_s": stats["wall_time_s"],
@@ -273,7 +277,7 @@ def train_main(scale: Scale, paths: Paths, steps: StepLog) -> dict:
 # The steps whose boards a run trains on: the ablations (full action values only), the main
 # model (also the single searches).
 ANNOTATE_STEPS = ["annotate-train-selfplay", "annotate-train-lichess", "annotate-test"]
-MAIN_STEPS = [*ANNOTATE_STEPS, "annotate-search-lichess"]
+MAIN_STEPS = [*ANNOTATE_STEPS, "annotate-search-lichess", "annotate-search-random-move"]
 
 
 # --- 4. the learning curve -------------------------------------------------------------------

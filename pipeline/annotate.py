@@ -12,7 +12,9 @@ Stages (each a Beam transform; the same code runs on the DirectRunner, Dataflow,
 2. ParseGames: python-chess parses each game; variants, set-up positions (unless
    `--allow-setup`), parse errors, illegal moves and empty games are skipped and counted.
    `--max-games N` then keeps the N valid games with the smallest sampling hash.
-3. The FEN before each move, counted per distinct full FEN (`count` column); with `--exclude`,
+3. The FEN before each move (with `--random-move RATE`, that share of them replaced by the
+   board after a random legal move: pipeline/random_move.py), counted per distinct full FEN
+   (`count` column); with `--exclude`,
    boards whose position is one of the evaluation sets' (pipeline/exclude.py) are dropped
    and counted.
 4. AnnotateBoards: one Stockfish per worker (started in `setup`, closed in `teardown`), one
@@ -176,6 +178,16 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also use games that start from a set-up position (FEN header)",
     )
+    parser.add_argument(
+        "--random-move",
+        type=float,
+        default=0.0,
+        dest="random_move_rate",
+        metavar="RATE",
+        help="replace this share of the boards by the board after one random legal move "
+        "(chosen by a hash of the board and --seed): positions after a mistake, whose label "
+        "is the move that punishes it, as in puzzles (default 0)",
+    )
 
 
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -230,6 +242,8 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
     args, beam_args = _parser().parse_known_args(list(argv))
     if not 0 < args.sample_rate <= 1:
         raise SystemExit(f"--sample-rate must be in (0, 1], got {args.sample_rate}")
+    if not 0 <= args.random_move_rate <= 1:
+        raise SystemExit(f"--random-move must be in [0, 1], got {args.random_move_rate}")
     if args.num_shards < 1:
         raise SystemExit(f"--num-shards must be >= 1, got {args.num_shards}")
     if args.groups < 1:
@@ -310,6 +324,7 @@ def _static_stats(
             "seed": config.seed,
             "max_games": config.max_games,
             "allow_setup": config.allow_setup,
+            "random_move_rate": config.random_move_rate,
         },
         "num_shards": config.num_shards,
         "groups": config.groups,

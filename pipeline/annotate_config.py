@@ -40,6 +40,7 @@ class AnnotateConfig:
     seed: int = 0
     max_games: int | None = None
     allow_setup: bool = False
+    random_move_rate: float = 0.0  # share of boards replaced by the board after a random move
     num_shards: int = 1
     groups: int = DEFAULT_GROUPS  # work units games and boards are spread over
     overwrite: bool = False

@@ -14,7 +14,7 @@ import sys
 
 import apache_beam as beam
 
-from pipeline import pgn, stats
+from pipeline import pgn, random_move, stats
 from pipeline.exclude import position_key
 from pipeline.portable import tagged
 from pipeline.sources import InputError, read_lines
@@ -123,7 +123,15 @@ def batch_group_key(batch) -> str:
 
 class KeepGames(beam.DoFn):
     """([(key, FENs)], threshold) -> the FENs of games whose key is <= the `--max-games`
-    threshold (of all games when it is None), on FENS_TAG, then stats."""
+    threshold (of all games when it is None), on FENS_TAG, then stats.
+
+    With a `random_move_rate`, that share of the FENs is replaced by the board after a random
+    move (pipeline/random_move.py), counted as `random_move_boards`; the evaluation sets are
+    dropped after this, so a replaced board is checked against them too."""
+
+    def __init__(self, random_move_rate: float = 0.0, seed: int = 0):
+        self.random_move_rate = random_move_rate
+        self.seed = seed
 
     def process(self, element):
         games, threshold = element
@@ -134,7 +142,10 @@ class KeepGames(beam.DoFn):
                 continue
             s.count("games_used")
             for fen in fens:
-                yield tagged(FENS_TAG, fen)
+                board = random_move.replace(fen, self.random_move_rate, self.seed)
+                if board != fen:
+                    s.count("random_move_boards")
+                yield tagged(FENS_TAG, board)
         yield s.emit()
 
 

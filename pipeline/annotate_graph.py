@@ -143,7 +143,7 @@ def _unique_boards(root: beam.Pipeline, config: AnnotateConfig, inputs: list[str
     else:
         with_threshold = batches | "NoThreshold" >> beam.Map(lambda batch: (batch, None))
     kept = split(
-        with_threshold | "KeepGames" >> beam.ParDo(KeepGames()),
+        with_threshold | "KeepGames" >> beam.ParDo(KeepGames(config.random_move_rate, config.seed)),
         (FENS_TAG, stats.STATS_TAG),
         "KeepOutputs",
     )

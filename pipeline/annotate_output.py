@@ -39,6 +39,7 @@ def annotate_identity(config: AnnotateConfig, inputs: list[str], engine: str | N
         "seed": config.seed,
         "max_games": config.max_games,
         "allow_setup": config.allow_setup,
+        "random_move_rate": config.random_move_rate,
         "inputs": list(inputs),
     }
 
@@ -53,6 +54,7 @@ _IDENTITY_FLAGS = {
     "seed": "--seed",
     "max_games": "--max-games",
     "allow_setup": "--allow-setup",
+    "random_move_rate": "--random-move",
 }
 
 

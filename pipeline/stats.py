@@ -154,6 +154,8 @@ def summarize(partial: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]
             "total": c.get("boards", 0),
             "unique": c.get("unique_boards", 0),
             "no_legal_moves": c.get("no_legal_moves", 0),
+            # Occurrences replaced by the board after a random move (--random-move).
+            "after_random_move": c.get("random_move_boards", 0),
             "annotated": c.get("annotated", 0),
             "failed": c.get("failed", 0),
         },

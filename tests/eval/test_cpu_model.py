@@ -51,12 +51,19 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
     # Every evaluation file was excluded, none of its positions reached training.
     assert summary["overlap"]["train_boards_in_evaluation_sets"] == 0
     excluded = {s: a["exclude_positions"] for s, a in summary["annotated"].items()}
-    assert set(excluded) == {"train-selfplay", "train-lichess", "test", "search-lichess"}
+    assert set(excluded) == {
+        "train-selfplay", "train-lichess", "test", "search-lichess", "search-random-move"
+    }  # fmt: skip
     assert all(n > 40 for n in excluded.values())  # the puzzles' lines and the STS positions
     assert summary["annotated"]["train-lichess"]["games"] == 2
     # The cheap labels: one search per board of the real games, for the main model only.
     search = summary["annotated"]["search-lichess"]
     assert search["games"] == 2 and search["limit"].startswith("search:nodes=50")
+    # And of the boards after a random move from those (positions after a mistake).
+    punish = summary["annotated"]["search-random-move"]
+    assert punish["games"] == 2 and punish["limit"] == search["limit"]
+    assert punish["after_random_move"] > 0.9 * search["boards"]
+    assert search["after_random_move"] == 0
     main_config = (tmp_path / "runs" / "main" / "config.toml").read_text()
     assert 'target = "bc"' in main_config and "search-*" in main_config
     ablation_config = (tmp_path / "runs" / "bc" / "config.toml").read_text()
