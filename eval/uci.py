@@ -79,7 +79,6 @@ from eval.uci_choosers import (
 )
 from eval.uci_go import GoParams, parse_go, time_budget
 from eval.uci_options import (
-    DEFAULT_VALUE_WEIGHTS,
     DEFAULT_WEIGHTS,
     UciError,
     UciOptions,
@@ -338,7 +337,9 @@ class UciServer:
             resolved = resolve_path(parsed or DEFAULT_WEIGHTS, self.start_dir)
             if resolved.path is None:
                 raise UciError(f"WeightsFile {resolved.describe_missing()}; kept the previous one")
-            parsed = resolved.path
+            default = resolve_path(DEFAULT_WEIGHTS, self.start_dir).path
+            # The default model, however it is named, keeps its name: it has a value model.
+            parsed = DEFAULT_WEIGHTS if resolved.path == default else resolved.path
             self._chooser_key = None  # load it again even if the path is the same
         elif spec.field == "threads" and isinstance(self.factory, NeuralFactory):
             note = self.factory.threads_note(parsed)
@@ -554,12 +555,10 @@ def main(argv: list[str] | None = None) -> int:
         seed = parse_value(find_option("Seed"), str(args.seed))
     except UciError as e:
         parser.error(str(e))
-    # The default model is a BC policy: its value model goes beside it, resolved here as the
-    # model is (UciOptions.value_model_path knows only the unresolved default name).
-    companion = "" if args.checkpoint else resolve_path(DEFAULT_VALUE_WEIGHTS, start_dir).path
+    # The default model keeps its name, so that UciOptions.value_model_path knows it and puts
+    # its value model beside it; the factory resolves both as it resolves any WeightsFile.
     defaults = UciOptions(
-        weights=resolved.path or weights,
-        value_weights=companion or "",
+        weights=(resolved.path or weights) if args.checkpoint else DEFAULT_WEIGHTS,
         temperature=temperature,
         repetition_workaround=not args.no_repetition_workaround,
         use_ema=not args.no_ema,

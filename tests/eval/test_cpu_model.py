@@ -127,8 +127,10 @@ def test_shipped_model_plays_legal_moves_as_a_neural_agent(name):
             board.push(move)
 
 
-def test_shipped_model_is_the_uci_engines_default(tmp_path, console_script):
-    lines = ["uci", "isready", "position startpos moves e2e4 e7e5", "go nodes 1", "quit"]
+@pytest.mark.parametrize("named", [None, "models/cpu", str(SHIPPED)])
+def test_shipped_model_is_the_uci_engines_default(tmp_path, console_script, named):
+    chosen = [f"setoption name WeightsFile value {named}"] if named else []
+    lines = ["uci", *chosen, "isready", "position startpos moves e2e4 e7e5", "go nodes 1", "quit"]
     done = subprocess.run(
         [console_script],
         input="\n".join(lines) + "\n",
@@ -143,6 +145,7 @@ def test_shipped_model_is_the_uci_engines_default(tmp_path, console_script):
     best = [line.split()[1] for line in out if line.startswith("bestmove ")]
     board = parse_position("startpos moves e2e4 e7e5".split())
     assert len(best) == 1 and board.is_legal(chess.Move.from_uci(best[0]))
-    # The default policy is BC; its companion models/cpu-av gives the move a score.
+    # The default policy is BC; its companion models/cpu-av gives the move a score, however
+    # the default model is named.
     [info] = [line for line in out if line.startswith("info depth")]
     assert " score " in info, info
