@@ -149,3 +149,27 @@ def test_shipped_model_is_the_uci_engines_default(tmp_path, console_script, name
     # the default model is named.
     [info] = [line for line in out if line.startswith("info depth")]
     assert " score " in info, info
+
+
+def test_the_default_value_model_stays_beside_the_default_model(
+    tmp_path, console_script, tiny_bc_run
+):
+    # Another BC model gets no value model of the default's: it reports no score, and says
+    # it cannot search.
+    lines = [
+        "uci",
+        f"setoption name WeightsFile value {tiny_bc_run}",
+        "setoption name Simulations value 4",
+        "isready",
+        "position startpos",
+        "go nodes 4",
+        "quit",
+    ]
+    done = subprocess.run(
+        [console_script], input="\n".join(lines) + "\n", capture_output=True, text=True,
+        timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert any(line.startswith("info string Simulations 4 ignored: a BC model") for line in out)
+    assert not [line for line in out if line.startswith("info depth") and " score " in line], out
