@@ -131,10 +131,16 @@ def annotation_jobs(scale: Scale, paths: Paths) -> dict[str, tuple[list[str], st
     if real and scale.search_games:
         flags = [*shards, "--mode", "search", "--max-games", str(scale.search_games)]
         jobs["search-lichess"] = (real, scale.search_limit, flags)
-    if real and scale.random_move_games:
-        flags = [*shards, "--mode", "search", "--max-games", str(scale.random_move_games)]
-        jobs["search-random-move"] = (real, scale.search_limit, [*flags, "--random-move", "1"])
+    for seed in scale.random_move_seeds if real else ():
+        flags = [*shards, "--mode", "search", "--max-games", str(scale.search_games)]
+        flags += ["--random-move", "1", *(["--seed", str(seed)] if seed else [])]
+        jobs[random_move_split(seed)] = (real, scale.search_limit, flags)
     return jobs
+
+
+def random_move_split(seed: int) -> str:
+    """The split of the real games' boards after a random move chosen with `seed`."""
+    return "search-random-move" + (f"-seed{seed}" if seed else "")
 
 
 def _say(prefix: str):
@@ -271,13 +277,13 @@ def _train_run(name: str, config, run: pathlib.Path, steps: StepLog, depends: li
 def train_main(scale: Scale, paths: Paths, steps: StepLog) -> dict:
     data = main_glob(paths)
     config = run_config(scale, paths, scale.target, scale.steps, data, scale.curve_points)
-    return train_run("main", config, paths.runs / "main", steps, MAIN_STEPS)
+    searches = [f"annotate-{split}" for split in annotation_jobs(scale, paths) if "search" in split]
+    return train_run("main", config, paths.runs / "main", steps, [*ANNOTATE_STEPS, *searches])
 
 
 # The steps whose boards a run trains on: the ablations (full action values only), the main
 # model (also the single searches).
 ANNOTATE_STEPS = ["annotate-train-selfplay", "annotate-train-lichess", "annotate-test"]
-MAIN_STEPS = [*ANNOTATE_STEPS, "annotate-search-lichess", "annotate-search-random-move"]
 
 
 # --- 4. the learning curve -------------------------------------------------------------------

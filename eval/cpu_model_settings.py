@@ -27,8 +27,9 @@ class Scale:
     label_limit: str  # per legal move: the action values
     search_games: int  # at most this many of <shared>/games valued by one search per board
     search_limit: str  # that one search (its best move is the BC label)
-    random_move_games: int  # at most this many of <shared>/games whose boards after a random
-    # move are valued by one search (positions after a mistake: the label punishes it)
+    # The same games' boards after a random move (positions after a mistake, whose label
+    # punishes it), one split per seed of the move, each valued by one search per board.
+    random_move_seeds: tuple[int, ...]
     target: str  # the main model's
     steps: int
     batch_size: int  # boards
@@ -54,7 +55,7 @@ SCALES: dict[str, Scale] = {
         label_limit="nodes=200",
         search_games=10_000,
         search_limit="nodes=500",
-        random_move_games=10_000,
+        random_move_seeds=(0, 1),
         target="bc",
         steps=24_000,
         batch_size=32,
@@ -77,7 +78,7 @@ SCALES: dict[str, Scale] = {
         label_limit="nodes=20",
         search_games=6,
         search_limit="nodes=50",
-        random_move_games=6,
+        random_move_seeds=(0,),
         target="bc",
         steps=24,
         batch_size=8,
