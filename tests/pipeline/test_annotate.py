@@ -107,6 +107,7 @@ def test_bad_input_is_counted_and_skipped_and_no_good_game_is_lost(inputs, tmp_p
         "total": sum(expected.values()),
         "unique": len(expected),
         "no_legal_moves": 0,
+        "after_random_move": 0,
         "annotated": len(expected),
         "failed": 0,
     }
