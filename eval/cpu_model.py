@@ -128,13 +128,12 @@ def annotation_jobs(scale: Scale, paths: Paths) -> dict[str, tuple[list[str], st
     if real and scale.lichess_games:
         jobs["train-lichess"] = (real, label, [*shards, "--max-games", str(scale.lichess_games)])
     jobs["test"] = ([str(paths.work / "selfplay-test.pgn.zst")], label, [])
+    search = [*shards, "--mode", "search", "--max-games", str(scale.search_games)]
     if real and scale.search_games:
-        flags = [*shards, "--mode", "search", "--max-games", str(scale.search_games)]
-        jobs["search-lichess"] = (real, scale.search_limit, flags)
+        jobs["search-lichess"] = (real, scale.search_limit, search)
     for seed in scale.random_move_seeds if real else ():
-        flags = [*shards, "--mode", "search", "--max-games", str(scale.search_games)]
-        flags += ["--random-move", "1", *(["--seed", str(seed)] if seed else [])]
-        jobs[random_move_split(seed)] = (real, scale.search_limit, flags)
+        moved = [*search, "--random-move", "1", *(["--seed", str(seed)] if seed else [])]
+        jobs[random_move_split(seed)] = (real, scale.search_limit, moved)
     return jobs
 
 

@@ -194,7 +194,14 @@ def game_id(game: GameText) -> str:
 
 def sample_point(identifier: str, seed: int = 0) -> float:
     """A uniform-looking point in [0, 1) fixed by the game id and the seed (no RNG state)."""
-    digest = hashlib.blake2b(f"{seed}\x00{identifier}".encode(), digest_size=8).digest()
+    return hash_point(f"{seed}\x00{identifier}")
+
+
+def hash_point(text: str) -> float:
+    """A uniform-looking point in [0, 1) fixed by `text`: the pipeline's choices that must be
+    the same on every run and runner (which games a rate keeps, which boards and moves
+    `--random-move` takes)."""
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2.0**64
 
 

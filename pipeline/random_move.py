@@ -10,14 +10,13 @@ seed: the same on every run and every runner.
 
 from __future__ import annotations
 
-import hashlib
-
 import chess
+
+from pipeline.pgn import hash_point
 
 
 def _uniform(fen: str, seed: int, salt: str) -> float:
-    digest = hashlib.blake2b(f"{salt}:{seed}:{fen}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64
+    return hash_point(f"{salt}:{seed}:{fen}")
 
 
 def chosen(fen: str, rate: float, seed: int = 0) -> bool:
