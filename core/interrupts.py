@@ -34,6 +34,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+RELAY_GRACE_S = 0.25  # how late a signal's wakeup byte may come after its children's output
 
 
 def exit_code(signum: int) -> int:
@@ -115,8 +116,9 @@ class _Watch:
     """One thread that relays fd 2 (made a pipe) to the real stderr and watches the wakeup
     pipe of `signal.set_wakeup_fd`; at a signal it calls `stop` and relays nothing more.
 
-    Output is relayed only after checking that no signal came first: a child's reaction to a
-    terminal's Ctrl-C is always written after the kernel woke this thread for the same Ctrl-C.
+    Output is relayed only after checking that no signal came first, or within RELAY_GRACE_S
+    after it was read: a child's reaction to a terminal's Ctrl-C is written after the kernel
+    took the same Ctrl-C for this process, though not always after this process ran its handler.
     """
 
     def __init__(self, stop: Callable[[int], None]) -> None:
@@ -145,6 +147,15 @@ class _Watch:
         elif data[0] in SIGNALS:
             self._stop(data[0])
 
+    def _await_a_late_signal(self) -> None:
+        """Holds a chunk back for RELAY_GRACE_S while the block runs. The kernel may hand a
+        terminal's Ctrl-C to another thread of this process, whose C-level handler writes
+        the wakeup byte only once that thread runs: on two busy cores a child's traceback can
+        reach this thread first."""
+        if self._wake >= 0:
+            select.select([self._wake], [], [], RELAY_GRACE_S)
+        self._check_wakeup()
+
     def _run(self) -> None:
         while True:
             select.select([self._output] + ([self._wake] if self._wake >= 0 else []), [], [])
@@ -154,7 +165,7 @@ class _Watch:
             chunk = os.read(self._output, 1 << 16)
             if not chunk:
                 break
-            self._check_wakeup()  # output that came after a signal is the signal's doing
+            self._await_a_late_signal()  # output that came after a signal is its doing
             _write_all(self.real_stderr, chunk)
         os.close(self._output)
 

@@ -63,7 +63,7 @@ def annotate_step(
     step is finished with `key`; an interrupted run resumes from its journal, one made from
     other inputs is started over. Returns the split's stats.json document."""
     # Beam loads only when a step is run, not when every step is reused.
-    from pipeline.annotate import run
+    from pipeline.annotate import run_as_command
     from pipeline.annotate_output import JournalMismatch
 
     stats_file = pathlib.Path(find_stats(str(split_dir)) or stats_path(str(split_dir)))
@@ -72,10 +72,10 @@ def annotate_step(
     else:
         say(" ".join(argv))
         try:
-            run(argv)
+            run_as_command(argv)
         except (FileExistsError, JournalMismatch) as e:
             say(f"starting over ({e})")
-            run([*argv, "--overwrite"])
+            run_as_command([*argv, "--overwrite"])
         steps.mark(f"annotate-{split}", key)
         stats_file = pathlib.Path(stats_path(str(split_dir)))
     return json.loads(stats_file.read_text())

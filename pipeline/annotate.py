@@ -431,6 +431,20 @@ def run(argv: Sequence[str]) -> dict:
     return run_config(config, beam_args)
 
 
+def run_as_command(argv: Sequence[str]) -> dict:
+    """`run` with the command line's Ctrl-C and SIGTERM: the journal saved, one line, the
+    process ended with 130 or 143. For programs that run the annotation as a step of their own
+    (`make cpu-model`, `make demo`): a bare `run` would leave Beam's workers printing their
+    tracebacks (core/interrupts.py says why)."""
+    config, beam_args = parse_args(argv)
+    return _run_stopping_on_signals(config, beam_args)
+
+
+def _run_stopping_on_signals(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
+    with stop_on_signals(functools.partial(_stopped, config)):
+        return run_config(config, beam_args)
+
+
 def _stopped(config: AnnotateConfig, signum: int) -> str:
     """Ctrl-C or SIGTERM: saves this process's buffered journal rows; the line to print."""
     saved = flush_open_writers()
@@ -470,8 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     try:
-        with stop_on_signals(functools.partial(_stopped, config)):
-            document = run_config(config, beam_args)
+        document = _run_stopping_on_signals(config, beam_args)
     except (OSError, ValueError, EngineError, SplitBusy) as e:  # FileNotFound, InputError, ...
         print(f"error: {e}", file=sys.stderr)
         return 1
