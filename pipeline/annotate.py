@@ -437,10 +437,6 @@ def run_as_command(argv: Sequence[str]) -> dict:
     (`make cpu-model`, `make demo`): a bare `run` would leave Beam's workers printing their
     tracebacks (core/interrupts.py says why)."""
     config, beam_args = parse_args(argv)
-    return _run_stopping_on_signals(config, beam_args)
-
-
-def _run_stopping_on_signals(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
     with stop_on_signals(functools.partial(_stopped, config)):
         return run_config(config, beam_args)
 
@@ -479,12 +475,8 @@ def unfinished(document: dict) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        config, beam_args = parse_args(sys.argv[1:] if argv is None else argv)
-    except ValueError as e:  # e.g. --runner=DaskRunner without dask.distributed
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    try:
-        document = _run_stopping_on_signals(config, beam_args)
+        document = run_as_command(sys.argv[1:] if argv is None else argv)
+    # ValueError: also the arguments' (e.g. --runner=DaskRunner without dask.distributed)
     except (OSError, ValueError, EngineError, SplitBusy) as e:  # FileNotFound, InputError, ...
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -15,6 +15,7 @@ import pytest
 
 from core.schema import journal_path
 from eval.steps import StepLog, annotate_step
+from tests.sessions import own_session, wait_for_a_journal_part
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -49,26 +50,12 @@ def test_ctrl_c_in_a_step_is_one_line_with_130_and_the_rerun_resumes(games, stoc
     journal = pathlib.Path(journal_path(str(split_dir)))
     argv = _argv(games, out, stockfish)
     log = tmp_path / "stopped.log"
-    with open(log, "wb") as handle:
-        # A session of its own: the Ctrl-C goes to its whole process group, as a terminal's.
-        process = subprocess.Popen(
-            [sys.executable, "-c", STEP, str(split_dir), json.dumps(argv)],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=handle, start_new_session=True,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 120
-            while not list(journal.glob("part-*.parquet")):
-                assert process.poll() is None, f"ended before a journal part:\n{log.read_text()}"
-                assert time.monotonic() < deadline, "no journal part after 120 s"
-                time.sleep(0.02)
-            time.sleep(0.5)  # both workers searching
-            os.killpg(process.pid, signal.SIGINT)
-            assert process.wait(60) == 130
-        finally:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    command = [sys.executable, "-c", STEP, str(split_dir), json.dumps(argv)]
+    with own_session(command, log, cwd=ROOT, stdout=subprocess.DEVNULL) as process:
+        wait_for_a_journal_part(process, journal, log)
+        time.sleep(0.5)  # both workers searching
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(60) == 130
     stderr = log.read_text()
     assert "Traceback" not in stderr, stderr[-3000:]
     assert stderr.splitlines()[-1].startswith(

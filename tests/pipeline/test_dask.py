@@ -28,6 +28,7 @@ from pipeline.import_chessbench import ChessBenchConfig, run_config
 
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")
 from pipeline.dask_cluster import local_cluster  # noqa: E402 - needs distributed
+from tests.sessions import own_session, wait_for_a_journal_part  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GAMES = 2  # self-play games of the bundled sample: ~150 unique boards
@@ -120,21 +121,12 @@ def test_ctrl_c_on_dask_is_one_line_and_the_rerun_resumes_in_search_mode(
     command = [sys.executable, "-m", "pipeline.annotate", *argv, "--runner=DaskRunner",
                f"--dask_client_address={dask_cluster}"]  # fmt: skip
     journal = pathlib.Path(journal_path(str(tmp_path / "dask" / "train")))
-    with open(tmp_path / "stopped.log", "wb") as log:
-        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log,
-                                   start_new_session=True)  # fmt: skip
-        try:
-            deadline = time.monotonic() + 600
-            while not list(journal.glob("part-*.parquet")):
-                assert process.poll() is None, (tmp_path / "stopped.log").read_text()[-3000:]
-                assert time.monotonic() < deadline, "no journal part after 600 s"
-                time.sleep(0.02)
-            os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C
-            assert process.wait(60) == 130
-        finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-    said = (tmp_path / "stopped.log").read_text()
+    log = tmp_path / "stopped.log"
+    with own_session(command, log, cwd=tmp_path, stdout=subprocess.DEVNULL) as process:
+        wait_for_a_journal_part(process, journal, log, seconds=600)
+        os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C
+        assert process.wait(60) == 130
+    said = log.read_text()
     assert "Traceback" not in said, said[-3000:]
     assert said.splitlines()[-1].startswith(
         "annotate: stopped by SIGINT; the boards annotated so far are in the journal "

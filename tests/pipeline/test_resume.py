@@ -23,6 +23,7 @@ from core.schema import JOURNAL_RUN_FILE, journal_path, meta_dir, stats_path
 from pipeline import annotate, annotate_output
 from pipeline.annotate_journal import JOURNAL_SECONDS, JournalWriter
 from pipeline.split_lock import SplitBusy, split_lock
+from tests.sessions import group_ends, own_session, wait_for_a_journal_part
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GAMES = 3  # the first three self-play games: ~300 unique boards
@@ -144,27 +145,6 @@ def test_a_killed_run_resumes_from_its_journal_with_identical_shards(
     _assert_same_outputs(out / "train", reference_split)
 
 
-def _wait_for_a_journal_part(process, journal: pathlib.Path, log: pathlib.Path) -> None:
-    deadline = time.monotonic() + 120
-    while not list(journal.glob("part-*.parquet")):
-        if process.poll() is not None:
-            pytest.fail(f"the run ended before writing a journal part:\n{log.read_text()[-3000:]}")
-        assert time.monotonic() < deadline, "no journal part after 120 s"
-        time.sleep(0.02)
-
-
-def _group_ends(pgid: int, seconds: float) -> bool:
-    """Whether every process of group `pgid` is gone (zombies aside) within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        states = subprocess.run(["ps", "-o", "stat=", "-g", str(pgid)], capture_output=True,
-                                text=True).stdout.split()  # fmt: skip
-        if all(state.startswith("Z") for state in states):
-            return True
-        time.sleep(0.1)
-    return False
-
-
 @pytest.mark.slow
 def test_ctrl_c_stops_in_one_line_with_130_and_the_rerun_resumes(
     games, stockfish, reference, tmp_path
@@ -175,25 +155,15 @@ def test_ctrl_c_stops_in_one_line_with_130_and_the_rerun_resumes(
     journal = pathlib.Path(journal_path(str(split)))
     argv = _argv(games, out, stockfish, "--journal-every", "5")
     log = tmp_path / "stopped.log"
-    with open(log, "wb") as handle:
-        # A session of its own: the Ctrl-C goes to its whole process group, as a terminal's.
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.annotate", *argv],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=handle, start_new_session=True,
-        )  # fmt: skip
-        try:
-            _wait_for_a_journal_part(process, journal, log)
-            with pytest.raises(SplitBusy):  # the running command holds the split
-                with split_lock(str(split), "test"):
-                    pass
-            os.killpg(process.pid, signal.SIGINT)
-            assert process.wait(60) == 130
-            assert _group_ends(process.pid, 30), "a process of the stopped run lives on"
-        finally:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
+    command = [sys.executable, "-m", "pipeline.annotate", *argv]
+    with own_session(command, log, cwd=ROOT, stdout=subprocess.DEVNULL) as process:
+        wait_for_a_journal_part(process, journal, log)
+        with pytest.raises(SplitBusy):  # the running command holds the split
+            with split_lock(str(split), "test"):
                 pass
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(60) == 130
+        assert group_ends(process.pid, 30), "a process of the stopped run lives on"
     stderr = log.read_text()
     assert "Traceback" not in stderr, stderr[-3000:]
     last = stderr.splitlines()[-1]
