@@ -58,6 +58,7 @@ from eval.cpu_model_judging import brief, held_out_rows, judge, judged_sets, neu
 from eval.cpu_model_plots import plot_ablations, plot_curve
 from eval.cpu_model_settings import (
     BASELINES,
+    CHECKS_SPLIT,
     MAIN_CONFIG,
     SCALES,
     STOCKFISH,
@@ -67,7 +68,7 @@ from eval.cpu_model_settings import (
     exclusion_files,
     lichess_games,
     log,
-    main_glob,
+    split_glob,
     train_glob,
 )
 from eval.engines import NeuralAgent, make_agent
@@ -77,7 +78,7 @@ from model import config as config_lib
 from model.checkpoint import checkpoints_dir, latest_complete_step
 from model.predictor import Predictor
 from model.train import train as train_model
-from pipeline import selfplay
+from pipeline import select_boards, selfplay
 from pipeline.engine import Limit
 from pipeline.exclude import load_exclusions, position_key
 from pipeline.overlap import overlap
@@ -131,10 +132,26 @@ def annotation_jobs(scale: Scale, paths: Paths) -> dict[str, tuple[list[str], st
     search = [*shards, "--mode", "search", "--max-games", str(scale.search_games)]
     if real and scale.search_games:
         jobs["search-lichess"] = (real, scale.search_limit, search)
-    for seed in scale.random_move_seeds if real else ():
+    for seed in (*scale.random_move_seeds, *scale.check_seeds) if real else ():
         moved = [*search, "--random-move", "1", *(["--seed", str(seed)] if seed else [])]
         jobs[random_move_split(seed)] = (real, scale.search_limit, moved)
     return jobs
+
+
+def check_pool(scale: Scale, paths: Paths) -> list[str]:
+    """The annotated splits of which only the boards whose best move gives check are trained on."""
+    jobs = annotation_jobs(scale, paths)
+    return [s for s in map(random_move_split, scale.check_seeds) if s in jobs]
+
+
+def main_data(scale: Scale, paths: Paths) -> str:
+    """Every training board of the main model (a comma list of globs): full action values,
+    the single searches of the real games and of the boards after a random move, and the
+    checks selected from the check pool."""
+    pool = check_pool(scale, paths)
+    searched = [s for s in annotation_jobs(scale, paths) if s.startswith("search-")]
+    splits = [s for s in searched if s not in pool] + ([CHECKS_SPLIT] if pool else [])
+    return ",".join([train_glob(paths), *(split_glob(paths, s) for s in splits)])
 
 
 def random_move_split(seed: int) -> str:
@@ -178,14 +195,39 @@ def annotate(scale: Scale, paths: Paths, steps: StepLog) -> dict:
     return out
 
 
-def overlap_check(paths: Paths, results: pathlib.Path, steps: StepLog) -> dict:
+def select_checks(scale: Scale, paths: Paths, steps: StepLog) -> dict | None:
+    """The check pool's boards whose best move gives check, as the split CHECKS_SPLIT."""
+    pool = check_pool(scale, paths)
+    if not pool:
+        return None
+    annotated = paths.work / "annotated"
+    config = select_boards.SelectConfig(
+        inputs=tuple(str(annotated / split) for split in pool),
+        out=str(annotated),
+        split=CHECKS_SPLIT,
+        best_move="check",
+        num_shards=8,
+        overwrite=True,
+    )
+    key = fingerprint(dataclasses.asdict(config), [steps.done.get(f"annotate-{s}") for s in pool])
+    stats = annotated / f"{CHECKS_SPLIT}.meta" / "stats.json"
+    if not steps.finished(f"select-{CHECKS_SPLIT}", key, [stats]):
+        select_boards.run(config, say=_say(f"select {CHECKS_SPLIT}: "))
+        steps.mark(f"select-{CHECKS_SPLIT}", key)
+    document = json.loads(stats.read_text())
+    log(f"select {CHECKS_SPLIT}: {document['kept']:,} of {document['rows']:,} boards")
+    return {"from": pool, "boards": document["kept"], "of": document["rows"]}
+
+
+def overlap_check(scale: Scale, paths: Paths, steps: StepLog) -> dict:
     """Training boards that are evaluation positions (must be 0), test boards in training."""
-    target = results / "overlap.json"
+    target = paths.results / "overlap.json"
     exclude = exclusion_files(paths)
-    key = fingerprint(exclude, [steps.done.get(k) for k in sorted(steps.done) if "annot" in k])
+    made = [steps.done.get(k) for k in sorted(steps.done) if k.startswith(("annot", "select"))]
+    key = fingerprint(exclude, main_data(scale, paths), made)
     if not steps.finished("overlap", key, [target]):
         exclusions = load_exclusions(exclude)
-        fens = read_boards(main_glob(paths), ["fen"])["fen"].to_pylist()
+        fens = read_boards(main_data(scale, paths), ["fen"])["fen"].to_pylist()
         hits = [fen for fen in fens if position_key(fen) in exclusions.keys]
         document = {
             "evaluation_positions": len(exclusions),
@@ -193,7 +235,9 @@ def overlap_check(paths: Paths, results: pathlib.Path, steps: StepLog) -> dict:
             "train_boards": len(fens),
             "train_boards_in_evaluation_sets": len(hits),
             "examples": hits[:5],
-            "test_in_train": overlap(main_glob(paths), str(paths.work / "annotated" / "test")),
+            "test_in_train": overlap(
+                main_data(scale, paths), str(paths.work / "annotated" / "test")
+            ),
         }
         target.write_text(json.dumps(document, indent=2) + "\n")
         steps.mark("overlap", key)
@@ -274,10 +318,12 @@ def _train_run(name: str, config, run: pathlib.Path, steps: StepLog, depends: li
 
 
 def train_main(scale: Scale, paths: Paths, steps: StepLog) -> dict:
-    data = main_glob(paths)
+    data = main_data(scale, paths)
     config = run_config(scale, paths, scale.target, scale.steps, data, scale.curve_points)
     searches = [f"annotate-{split}" for split in annotation_jobs(scale, paths) if "search" in split]
-    return train_run("main", config, paths.runs / "main", steps, [*ANNOTATE_STEPS, *searches])
+    selected = [f"select-{CHECKS_SPLIT}"] if check_pool(scale, paths) else []
+    depends = [*ANNOTATE_STEPS, *searches, *selected]
+    return train_run("main", config, paths.runs / "main", steps, depends)
 
 
 # The steps whose boards a run trains on: the ablations (full action values only), the main
@@ -345,7 +391,7 @@ def evaluate(scale: Scale, paths: Paths, steps: StepLog, trained: dict) -> dict:
     key = fingerprint(steps.done.get("train-main"), sets.describe(), scale.metrics_boards)
     if not steps.finished("evaluate", key, [target]):
         predictor = Predictor.from_checkpoint(trained["run"])
-        rows, in_train = held_out_rows(paths, scale.metrics_boards, main_glob(paths))
+        rows, in_train = held_out_rows(paths, scale.metrics_boards, main_data(scale, paths))
         entry = {"metrics": evaluate_checkpoint(predictor, rows)}
         entry["metrics"]["test_boards_left_out_as_in_train"] = in_train
         entry |= judge(NeuralAgent(predictor, name="model"), sets)
@@ -487,7 +533,8 @@ def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
         "action values and single searches, evaluation positions excluded",
         lambda: annotate(scale, paths, steps),
     )
-    checked = overlap_check(paths, paths.results, steps)
+    selected = select_checks(scale, paths, steps)
+    checked = overlap_check(scale, paths, steps)
     trained = timed(3, "train", "the main model", lambda: train_main(scale, paths, steps))
     learning = timed(4, "curve", "learning curve", lambda: curve(scale, paths, steps, trained))
     final = timed(5, "evaluate", "final evaluation", lambda: evaluate(scale, paths, steps, trained))
@@ -507,6 +554,7 @@ def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
         "config": str(MAIN_CONFIG),
         "positions": games,
         "annotated": annotated,
+        "selected": selected,
         "overlap": {
             "train_boards_in_evaluation_sets": checked["train_boards_in_evaluation_sets"],
             "test_in_train": checked["test_in_train"],

@@ -30,6 +30,10 @@ class Scale:
     # The same games' boards after a random move (positions after a mistake, whose label
     # punishes it), one split per seed of the move, each valued by one search per board.
     random_move_seeds: tuple[int, ...]
+    # More such splits (other seeds) of which only the boards whose best move gives check are
+    # trained on (pipeline/select_boards.py): a puzzle's first move is a check far more often
+    # than a game's best move.
+    check_seeds: tuple[int, ...]
     target: str  # the main model's
     steps: int
     batch_size: int  # boards
@@ -56,6 +60,7 @@ SCALES: dict[str, Scale] = {
         search_games=10_000,
         search_limit="nodes=500",
         random_move_seeds=(0, 1),
+        check_seeds=(2, 3),
         target="bc",
         steps=24_000,
         batch_size=32,
@@ -79,6 +84,7 @@ SCALES: dict[str, Scale] = {
         search_games=6,
         search_limit="nodes=50",
         random_move_seeds=(0,),
+        check_seeds=(1,),
         target="bc",
         steps=24,
         batch_size=8,
@@ -96,6 +102,8 @@ SCALES: dict[str, Scale] = {
     ),
 }
 STOCKFISH = "stockfish:nodes=100000"
+# The boards of the check_seeds splits whose best move gives check.
+CHECKS_SPLIT = "search-random-move-checks"
 
 
 @dataclass(frozen=True)
@@ -146,12 +154,6 @@ def train_glob(paths: Paths, shards: str = "*") -> str:
     return str(paths.work / "annotated" / "train-*" / f"boards-{shards}-of-*.parquet")
 
 
-def search_glob(paths: Paths) -> str:
-    """The boards valued by one search each (best move and state value only)."""
-    return str(paths.work / "annotated" / "search-*" / "boards-*-of-*.parquet")
-
-
-def main_glob(paths: Paths) -> str:
-    """Every training board of the main model: full action values and single searches."""
-    found = glob.glob(search_glob(paths))
-    return f"{train_glob(paths)},{search_glob(paths)}" if found else train_glob(paths)
+def split_glob(paths: Paths, split: str) -> str:
+    """The board shards of one annotated split."""
+    return str(paths.work / "annotated" / split / "boards-*-of-*.parquet")

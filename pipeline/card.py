@@ -90,6 +90,12 @@ def provenance(document: dict) -> list[tuple[str, str]]:
         items.append(("boards", f"{boards.get('written', 0):,} written "
                       f"({boards.get('partial', 0):,} partial), "
                       f"{boards.get('failed', 0):,} failed"))  # fmt: skip
+    elif source == "select":
+        inputs = sorted({os.path.basename(os.path.dirname(p)) for p in document["inputs"]})
+        items.append(("selected from", ", ".join(f"`{split}`" for split in inputs)))
+        kind = document["best_move"]
+        items.append(("kept", f"{document['kept']:,} of {document['rows']:,} boards: those "
+                      f"whose best move is `{kind}` (pipeline/select_boards.py)"))  # fmt: skip
     else:
         items.append(("engine", f"{document.get('engine')}"))
         items.append(("source files", f"`{os.path.basename(str(document.get('input')))}`"))

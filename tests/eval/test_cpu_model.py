@@ -11,8 +11,9 @@ import subprocess
 import chess
 import pytest
 
+from core.schema import read_boards
 from eval import cpu_model
-from eval.cpu_model_settings import PUZZLE_FILE, STS_FILE
+from eval.cpu_model_settings import CHECKS_SPLIT, PUZZLE_FILE, STS_FILE
 from eval.engines import make_agent
 from eval.uci import parse_position
 from model.checkpoint import checkpoints_dir
@@ -52,7 +53,8 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
     assert summary["overlap"]["train_boards_in_evaluation_sets"] == 0
     excluded = {s: a["exclude_positions"] for s, a in summary["annotated"].items()}
     assert set(excluded) == {
-        "train-selfplay", "train-lichess", "test", "search-lichess", "search-random-move"
+        "train-selfplay", "train-lichess", "test", "search-lichess", "search-random-move",
+        "search-random-move-seed1",
     }  # fmt: skip
     assert all(n > 40 for n in excluded.values())  # the puzzles' lines and the STS positions
     assert summary["annotated"]["train-lichess"]["games"] == 2
@@ -64,10 +66,22 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
     assert punish["games"] == 2 and punish["limit"] == search["limit"]
     assert punish["after_random_move"] > 0.9 * search["boards"]
     assert search["after_random_move"] == 0
+    # Of the check pool (seed 1 at this scale) only the boards whose best move gives check.
+    pool = summary["annotated"]["search-random-move-seed1"]
+    assert summary["selected"] == {
+        "from": ["search-random-move-seed1"], "boards": summary["selected"]["boards"],
+        "of": pool["boards"],
+    }  # fmt: skip
+    checks = read_boards(str(tmp_path / "work" / "annotated" / CHECKS_SPLIT))
+    assert 0 < checks.num_rows == summary["selected"]["boards"] < pool["boards"]
+    for fen, move in zip(checks["fen"].to_pylist(), checks["best_move"].to_pylist(), strict=True):
+        assert chess.Board(fen).gives_check(chess.Move.from_uci(move))
     main_config = (tmp_path / "runs" / "main" / "config.toml").read_text()
-    assert 'target = "bc"' in main_config and "search-*" in main_config
+    assert 'target = "bc"' in main_config
+    assert "search-lichess/" in main_config and "search-random-move/" in main_config
+    assert CHECKS_SPLIT + "/" in main_config and "seed1" not in main_config
     ablation_config = (tmp_path / "runs" / "bc" / "config.toml").read_text()
-    assert "search-*" not in ablation_config
+    assert "search-" not in ablation_config
 
     # The learning curve has one point per checkpoint, on the same fixed subsets.
     steps = [p["step"] for p in summary["curve"]]
