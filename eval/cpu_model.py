@@ -16,8 +16,12 @@ resumes from its journal or checkpoint):
    `test` split), and one search per board (`--mode search`, ~1/16 of the cost: best move
    and state value) of all those real games (`search-lichess`), with `--exclude` of every
    puzzle CSV and EPD suite found (`<shared>/puzzles/*.csv`, `<shared>/epd/*.epd`,
-   data/sample/puzzles.csv); then an overlap check: training boards that are evaluation
-   positions (must be 0) and test boards also in training.
+   data/sample/puzzles.csv), and of those games' boards after a random move (one split per
+   seed); of the splits of the check pool's seeds (`check_seeds`: none at the full scale, where
+   they did not help) only the boards whose best move gives check are kept
+   (pipeline.select_boards: the `search-random-move-checks` split); then an overlap
+   check: training boards that are evaluation positions (must be 0) and test boards also in
+   training.
 3. train: model/configs/cpu.toml (the gateau edge backbone) on the best move of every
    training board (BC: the paper's cheapest target, and at this scale the one that learns to
    play fastest, see 6.), with checkpoints along the way.
@@ -151,6 +155,9 @@ def main_data(scale: Scale, paths: Paths) -> str:
     pool = check_pool(scale, paths)
     searched = [s for s in annotation_jobs(scale, paths) if s.startswith("search-")]
     splits = [s for s in searched if s not in pool] + ([CHECKS_SPLIT] if pool else [])
+    # In the order of their files' paths, as one glob of them all would list them: the order
+    # the examples are drawn in is that of the files.
+    splits.sort(key=lambda split: f"{split}/")
     return ",".join([train_glob(paths), *(split_glob(paths, s) for s in splits)])
 
 

@@ -92,7 +92,7 @@ class SelectConfig:
 def select(files: list[str], kind: MoveKind, say: Callable[[str], None]) -> tuple[pa.Table, dict]:
     """The rows of `files` whose best move is of `kind`, in order, and the counts per file."""
     kept, per_file = [], {}
-    progress = Progress(f"select {kind}", len(files), "files")
+    progress = Progress(f"select_boards ({kind})", len(files), "files")
     for number, file in enumerate(files):
         table = read_board_file(file)
         mask, skipped = [], 0

@@ -4,6 +4,7 @@ engine's default model."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 from core.schema import read_boards
 from eval import cpu_model
-from eval.cpu_model_settings import CHECKS_SPLIT, PUZZLE_FILE, STS_FILE
+from eval.cpu_model_settings import CHECKS_SPLIT, PUZZLE_FILE, SCALES, STS_FILE, Paths, train_glob
 from eval.engines import make_agent
 from eval.uci import parse_position
 from model.checkpoint import checkpoints_dir
@@ -124,6 +125,42 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
     assert "selfplay train: reusing" in err and "annotate test: reusing" in err
     assert "step 1:" not in err  # no training step ran
     assert main_run.stat().st_mtime_ns == before
+
+
+def _paths(tmp_path: pathlib.Path, games: bool) -> Paths:
+    shared = tmp_path / "shared"
+    (shared / "games").mkdir(parents=True)
+    if games:
+        (shared / "games" / "lichess.pgn").write_text("")
+    work = tmp_path / "work"
+    return Paths(work, tmp_path / "runs", tmp_path / "results", tmp_path / "models", shared)
+
+
+def test_the_main_model_trains_on_the_splits_the_recipe_makes_not_on_stale_ones(tmp_path):
+    paths = _paths(tmp_path, games=True)
+    # A split an earlier recipe made (four random-move seeds, then two) is still on disk.
+    stale = paths.work / "annotated" / "search-random-move-seed3"
+    stale.mkdir(parents=True)
+    full = SCALES["full"]
+    data = cpu_model.main_data(full, paths).split(",")
+    splits = [pathlib.Path(glob).parent.name for glob in data]
+    # In the order one glob of all their files lists them (the order examples are drawn in).
+    assert splits == [
+        "train-*", "search-lichess", "search-random-move-seed1", "search-random-move"
+    ]  # fmt: skip
+    checked = dataclasses.replace(full, check_seeds=(2, 3))
+    splits = [
+        pathlib.Path(glob).parent.name for glob in cpu_model.main_data(checked, paths).split(",")
+    ]
+    assert splits[-3:] == [CHECKS_SPLIT, "search-random-move-seed1", "search-random-move"]
+    assert not any("seed2" in s or "seed3" in s for s in splits)
+    assert cpu_model.check_pool(checked, paths) == [
+        "search-random-move-seed2", "search-random-move-seed3"
+    ]  # fmt: skip
+    # Without real games: the self-play boards only, and no check pool.
+    bare = _paths(tmp_path / "bare", games=False)
+    assert cpu_model.main_data(checked, bare) == train_glob(bare)
+    assert cpu_model.check_pool(checked, bare) == []
 
 
 SHIPPED = ROOT / "models" / "cpu"
