@@ -33,6 +33,7 @@ import chess
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.interrupts import interrupted
 from core.progress import Progress
 from core.schema import (
     BOARD_SCHEMA,
@@ -121,12 +122,12 @@ def run(config: SelectConfig, say: Callable[[str], None] | None = None) -> dict:
     files = list(dict.fromkeys(files))
     if os.path.abspath(split_dir) in {os.path.abspath(os.path.dirname(f)) for f in files}:
         raise ValueError(f"the output split {split_dir} is one of the inputs")
-    for existing in (split_dir, meta_dir(split_dir)):
-        if os.path.exists(existing):
-            if not config.overwrite:
-                raise FileExistsError(f"{existing} exists (--overwrite replaces it)")
-            shutil.rmtree(existing)
+    existing = [path for path in (split_dir, meta_dir(split_dir)) if os.path.exists(path)]
+    if existing and not config.overwrite:
+        raise FileExistsError(f"{existing[0]} exists (--overwrite replaces it)")
     table, per_file = select(files, config.best_move, say)
+    for path in existing:  # only now: an input that fails to read leaves the old split whole
+        shutil.rmtree(path)
     os.makedirs(split_dir)
     os.makedirs(meta_dir(split_dir))
     per_shard = -(-table.num_rows // config.num_shards)
@@ -171,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return interrupted("select_boards: interrupted; run it again with --overwrite")
     print(
         f"{config.split}: kept {document['kept']:,} of {document['rows']:,} boards "
         f"(best move: {config.best_move}), {document['skipped']:,} skipped",

@@ -90,6 +90,12 @@ def test_run_keeps_the_check_rows_in_order_in_shards_and_counts_the_rest(tmp_pat
     capture = SelectConfig(config.inputs, config.out, "captures", "capture")
     assert select_boards.run(capture, say=lines.append)["kept"] == 1  # Qxf7#
 
+    # An input that cannot be read leaves the split it would have replaced whole.
+    (tmp_path / "in" / "b" / "boards-00000-of-00001.parquet").write_text("not parquet")
+    with pytest.raises(ValueError):
+        select_boards.run(forcing, say=lines.append)
+    assert read_boards(str(tmp_path / "out" / "checks")).num_rows == 2
+
 
 def test_the_command_reports_user_mistakes_in_one_line(tmp_path, capsys):
     code = select_boards.main([str(tmp_path / "nowhere"), "--out", str(tmp_path), "--split", "x"])
