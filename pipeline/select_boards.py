@@ -122,6 +122,8 @@ def run(config: SelectConfig, say: Callable[[str], None] | None = None) -> dict:
     files = list(dict.fromkeys(files))
     if os.path.abspath(split_dir) in {os.path.abspath(os.path.dirname(f)) for f in files}:
         raise ValueError(f"the output split {split_dir} is one of the inputs")
+    if os.path.exists(config.out) and not os.path.isdir(config.out):
+        raise NotADirectoryError(f"--out {config.out} is not a directory")
     existing = [path for path in (split_dir, meta_dir(split_dir)) if os.path.exists(path)]
     if existing and not config.overwrite:
         raise FileExistsError(f"{existing[0]} exists (--overwrite replaces it)")
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         config = SelectConfig(tuple(args.inputs), args.out, args.split, args.best_move,
                               args.num_shards, args.overwrite)  # fmt: skip
         document = run(config)
-    except (FileNotFoundError, FileExistsError, ValueError) as e:
+    except (OSError, ValueError) as e:  # a missing input, an output in the way, a bad file
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -105,6 +105,12 @@ def test_the_command_reports_user_mistakes_in_one_line(tmp_path, capsys):
     code = select_boards.main([str(tmp_path / "a"), "--out", str(tmp_path), "--split", "a"])
     err = capsys.readouterr().err
     assert code == 1 and err.startswith("error:") and "is one of the inputs" in err
+    (tmp_path / "file").write_text("")  # an output directory that is a file
+    code = select_boards.main(
+        [str(tmp_path / "a"), "--out", str(tmp_path / "file"), "--split", "b"]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "file" in err
     assert select_boards.main([str(tmp_path / "a"), "--out", str(tmp_path), "--split", "b"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["kept"] == 1 and "kept 1 of 1 boards" in out.err
