@@ -230,11 +230,12 @@ def overlap_check(scale: Scale, paths: Paths, steps: StepLog) -> dict:
     """Training boards that are evaluation positions (must be 0), test boards in training."""
     target = paths.results / "overlap.json"
     exclude = exclusion_files(paths)
+    data = main_data(scale, paths)
     made = [steps.done.get(k) for k in sorted(steps.done) if k.startswith(("annot", "select"))]
-    key = fingerprint(exclude, main_data(scale, paths), made)
+    key = fingerprint(exclude, data, made)
     if not steps.finished("overlap", key, [target]):
         exclusions = load_exclusions(exclude)
-        fens = read_boards(main_data(scale, paths), ["fen"])["fen"].to_pylist()
+        fens = read_boards(data, ["fen"])["fen"].to_pylist()
         hits = [fen for fen in fens if position_key(fen) in exclusions.keys]
         document = {
             "evaluation_positions": len(exclusions),
@@ -242,9 +243,7 @@ def overlap_check(scale: Scale, paths: Paths, steps: StepLog) -> dict:
             "train_boards": len(fens),
             "train_boards_in_evaluation_sets": len(hits),
             "examples": hits[:5],
-            "test_in_train": overlap(
-                main_data(scale, paths), str(paths.work / "annotated" / "test")
-            ),
+            "test_in_train": overlap(data, str(paths.work / "annotated" / "test")),
         }
         target.write_text(json.dumps(document, indent=2) + "\n")
         steps.mark("overlap", key)

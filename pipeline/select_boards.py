@@ -31,6 +31,7 @@ from typing import Literal
 
 import chess
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core.interrupts import interrupted
@@ -145,7 +146,7 @@ def run(config: SelectConfig, say: Callable[[str], None] | None = None) -> dict:
         "kept": table.num_rows,
         "skipped": sum(f["skipped"] for f in per_file.values()),
         "per_input": per_file,
-        "action_values": sum(len(m) for m in table["moves"].to_pylist()),
+        "action_values": pc.sum(pc.list_value_length(table["moves"])).as_py() or 0,
         "num_shards": config.num_shards,
     }
     with open(stats_path(split_dir), "w") as handle:
