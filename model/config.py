@@ -76,6 +76,9 @@ class ModelConfig:
     widening_factor: int = 4  # SwiGLU hidden size = widening_factor * embedding_dim
     embedding_init_scale: float = 0.02  # token embeddings, before the sqrt(d) factor
     positional_init_scale: float = 1.0  # the reference's hk.Embed default
+    # gateau: a move edge also embeds whether the move gives check (model/graph.py's check
+    # bit), a fact of the board a small network is slow to learn from squares and attacks.
+    move_checks: bool = False
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,8 @@ def validate(config: Config, check_data: bool = True) -> Config:
     m, t, d = config.model, config.train, config.data
     if m.backbone not in BACKBONES:
         raise ConfigError(f"model.backbone {m.backbone!r} is not one of {list(BACKBONES)}")
+    if m.move_checks and m.backbone != "gateau":
+        raise ConfigError("model.move_checks is a feature of the gateau backbone's move edges")
     if t.target not in TARGETS:
         raise ConfigError(f"train.target {t.target!r} is not one of {list(TARGETS)}")
     if t.num_bins < 2:

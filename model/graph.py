@@ -16,9 +16,13 @@ Edges of one board, in this order:
    square who controls it, which a move's value depends on (is the destination defended?).
 
 An edge's static features are one integer `kind` = geometry + GEOMETRIES * (promotion +
-PROMOTIONS * edge type): the geometry is the displacement seen from the side to move (8
-queen directions x 7 distances, then 8 knight jumps), promotion 0 none, 1-4 q r b n, type
-0 a move, 1 an attack of the side to move, 2 an attack of the opponent. Padding is -1.
+PROMOTIONS * (edge type + len(EDGE_TYPES) * check)): the geometry is the displacement seen
+from the side to move (8 queen directions x 7 distances, then 8 knight jumps), promotion 0
+none, 1-4 q r b n, type 0 a move, 1 an attack of the side to move, 2 an attack of the
+opponent, check 1 for a move that gives check (a fact of the board, as its legality is: no
+move is played to find it; `checking_moves`). Padding is -1. A network reads the check bit
+only if its config asks for it (`model.move_checks`), so the models trained before it was
+there see the kinds they were trained on.
 
 The edge table (`EDGE_FROM`, `EDGE_TO`, `EDGE_PROMOTION`, `EDGE_GEOMETRY`, and back,
 `edge_action`) relates the 1,968 actions of core.actions to (sender, receiver, promotion,
@@ -47,7 +51,7 @@ PAD_KIND = -1
 _QUEEN_DIRECTIONS = ((0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1))
 _KNIGHT_JUMPS = ((1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1), (-1, 2))
 GEOMETRIES = len(_QUEEN_DIRECTIONS) * 7 + len(_KNIGHT_JUMPS)  # 64
-NUM_EDGE_KINDS = GEOMETRIES * PROMOTIONS * len(EDGE_TYPES)
+NUM_EDGE_KINDS = GEOMETRIES * PROMOTIONS * len(EDGE_TYPES) * 2  # * 2: the check bit
 
 
 def geometry(sender: int, receiver: int) -> int:
@@ -96,14 +100,25 @@ def _edge_table() -> tuple[np.ndarray, ...]:
 EDGE_FROM, EDGE_TO, EDGE_PROMOTION, EDGE_GEOMETRY, _ACTION_OF_EDGE = _edge_table()
 
 
-def edge_kind(geometry_class, promotion, edge_type):
+def edge_kind(geometry_class, promotion, edge_type, check=0):
     """The packed static feature of an edge (numpy or JAX integers alike)."""
-    return geometry_class + GEOMETRIES * (promotion + PROMOTIONS * edge_type)
+    return geometry_class + GEOMETRIES * (
+        promotion + PROMOTIONS * (edge_type + len(EDGE_TYPES) * check)
+    )
 
 
 def unpack_kind(kind):
     """(geometry, promotion, edge type) of packed kinds; padding (-1) gives garbage: mask it."""
-    return kind % GEOMETRIES, (kind // GEOMETRIES) % PROMOTIONS, kind // (GEOMETRIES * PROMOTIONS)
+    return (
+        kind % GEOMETRIES,
+        (kind // GEOMETRIES) % PROMOTIONS,
+        (kind // (GEOMETRIES * PROMOTIONS)) % len(EDGE_TYPES),
+    )
+
+
+def kind_gives_check(kind):
+    """1 where a packed kind is a move that gives check, else 0 (padding: mask it)."""
+    return kind // (GEOMETRIES * PROMOTIONS * len(EDGE_TYPES))
 
 
 def move_edge(action: int, black_to_move: bool) -> tuple[int, int, int]:
@@ -205,21 +220,84 @@ _PROMOTION_INDEX = {None: 0} | {
 }
 
 
+_CHECK_BIT = int(edge_kind(0, 0, 0, 1))
+
+
+def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool]:
+    """Whether each of `moves` (legal on `board`, a valid position) gives check: what
+    `board.gives_check` says, read off the board's bitboards without playing the moves
+    (~30x faster; promotions, castling and en passant, which are rare, do play them).
+
+    A move checks directly if its piece attacks the king from the move's target, or by
+    discovery if it leaves the line between the king and one of the mover's sliders where it
+    stood alone. The lines from the king are those of the board as it is: the square a
+    slider leaves could only open its own line to the king if the king were already in check
+    from it, which it cannot be with the mover to move."""
+    king = board.king(not board.turn)
+    if king is None:
+        return [board.gives_check(move) for move in moves]
+    occupied = board.occupied
+    diagonal = chess.BB_DIAG_ATTACKS[king][chess.BB_DIAG_MASKS[king] & occupied]
+    straight = chess.BB_RANK_ATTACKS[king][chess.BB_RANK_MASKS[king] & occupied]
+    straight |= chess.BB_FILE_ATTACKS[king][chess.BB_FILE_MASKS[king] & occupied]
+    attacks_king_from = {
+        chess.PAWN: chess.BB_PAWN_ATTACKS[not board.turn][king],
+        chess.KNIGHT: chess.BB_KNIGHT_ATTACKS[king],
+        chess.BISHOP: diagonal,
+        chess.ROOK: straight,
+        chess.QUEEN: diagonal | straight,
+        chess.KING: 0,
+    }
+    mine = board.occupied_co[board.turn]
+    snipers = (
+        (chess.BB_RANK_ATTACKS[king][0] | chess.BB_FILE_ATTACKS[king][0])
+        & (board.rooks | board.queens)
+        | chess.BB_DIAG_ATTACKS[king][0] & (board.bishops | board.queens)
+    ) & mine
+    uncovers = {}  # square of a lone blocker of the mover's -> the line it must leave
+    for sniper in chess.scan_reversed(snipers):
+        blockers = chess.between(king, sniper) & occupied
+        if blockers & mine and blockers & (blockers - 1) == 0:
+            uncovers[blockers.bit_length() - 1] = chess.BB_RAYS[king][sniper]
+    ep_square = board.ep_square
+    checks = []
+    for move in moves:
+        origin, target = move.from_square, move.to_square
+        piece = board.piece_type_at(origin)
+        if (
+            move.promotion
+            or piece == chess.KING and board.is_castling(move)
+            or piece == chess.PAWN and target == ep_square
+        ):
+            checks.append(board.gives_check(move))
+            continue
+        check = attacks_king_from[piece] >> target & 1
+        if not check and origin in uncovers:
+            check = not uncovers[origin] >> target & 1
+        checks.append(bool(check))
+    return checks
+
+
 def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], list[int], int]:
     """(senders, receivers, kinds, actions, number of move edges) of one board."""
     black = board.turn == chess.BLACK
     m = MIRROR if black else 0
     table = _MOVE_EDGES[int(black)]
+    legal = list(board.legal_moves)
     actions = sorted(
-        _ACTION_BY_MOVE[move.from_square][move.to_square][_PROMOTION_INDEX[move.promotion]]
-        for move in board.legal_moves
+        (
+            _ACTION_BY_MOVE[move.from_square][move.to_square][_PROMOTION_INDEX[move.promotion]],
+            _CHECK_BIT if check else 0,
+        )
+        for move, check in zip(legal, checking_moves(board, legal), strict=True)
     )
     senders, receivers, kinds = [], [], []
-    for action in actions:
+    for action, check_bit in actions:
         sender, receiver, kind = table[action]
         senders.append(sender)
         receivers.append(receiver)
-        kinds.append(kind)
+        kinds.append(kind + check_bit)
+    actions = [action for action, _ in actions]
     moved = set(zip(senders, receivers, strict=True))
     edge_actions = list(actions)
     for colour, edge_type in ((board.turn, ATTACK_MINE), (not board.turn, ATTACK_THEIRS)):

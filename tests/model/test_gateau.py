@@ -126,6 +126,33 @@ def test_state_values_and_policies_match_the_network(predictors):
         np.testing.assert_allclose(np.exp(row[legal]).sum(), 1.0, rtol=1e-5)
 
 
+def test_move_checks_give_checking_moves_their_own_embedding():
+    plain = tiny("bc")
+    checks = plain.replace(model={"move_checks": True})
+    shapes = gateau.param_shapes(checks)
+    assert "check_embed" in shapes and "check_embed" not in gateau.param_shapes(plain)
+    # The same parameters but the check embedding: without the feature the network reads
+    # the kinds as the models trained before it did; with a zero check embedding it is the
+    # same network, and with a non-zero one the checking move changes what it computes.
+    params = noisy_params(checks)
+    without = {k: v for k, v in params.items() if k != "check_embed"}
+    board = chess.Board("6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1")  # Ra8 mates, Re1 does nothing
+    predictor = Predictor(without, plain, max_batch=16)
+    off, graphs, kinds = alone(predictor, board)
+    flags = graph.kind_gives_check(kinds) * (kinds >= 0)
+    assert flags.sum() == 1  # Ra8#
+    params["check_embed"]["embeddings"] = np.zeros_like(params["check_embed"]["embeddings"])
+    same, *_ = alone(Predictor(params, checks, max_batch=16), board)
+    np.testing.assert_allclose(same, off, rtol=1e-5, atol=1e-6)
+    # (Not a constant row: the layer norms would take it out again.)
+    check_row = np.random.default_rng(2).standard_normal(16)
+    params["check_embed"]["embeddings"] = np.stack([np.zeros(16), check_row]).astype(np.float32)
+    moved, *_ = alone(Predictor(params, checks, max_batch=16), board)
+    assert not np.allclose(moved, off, atol=1e-3)
+    with pytest.raises(config_lib.ConfigError, match="move_checks"):
+        config_lib.validate(plain.replace(model={"backbone": "transformer", "move_checks": True}))
+
+
 @pytest.fixture(scope="module")
 def mixed(make_rows, shard_writer, tmp_path_factory):
     """Complete boards and partial ones (only every third move valued)."""

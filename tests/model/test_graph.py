@@ -84,9 +84,12 @@ def test_every_legal_move_of_real_boards_is_a_move_edge_and_back(boards):
             action = move_to_index(uci)
             assert graphs.actions[edge] == action
             sender, receiver = int(graphs.senders[edge]), int(graphs.receivers[edge])
-            _, promotion, edge_type = graph.unpack_kind(int(graphs.kinds[edge]))
+            kind = int(graphs.kinds[edge])
+            _, promotion, edge_type = graph.unpack_kind(kind)
             assert edge_type == graph.MOVE
-            assert (sender, receiver, int(graphs.kinds[edge])) == graph.move_edge(action, black)
+            static = graph.edge_kind(*graph.unpack_kind(kind))  # without the check bit
+            assert (sender, receiver, static) == graph.move_edge(action, black)
+            assert graph.kind_gives_check(kind) == board.gives_check(chess.Move.from_uci(uci))
             assert graph.edge_action(black, sender, receiver, promotion) == action
             promotions += promotion > 0
             castles += board.is_castling(chess.Move.from_uci(uci))
@@ -168,7 +171,52 @@ def test_padding_keeps_each_boards_edges_and_marks_the_rest(boards):
 
 def test_jax_and_numpy_agree_on_the_packed_kind():
     kinds = np.arange(graph.NUM_EDGE_KINDS)
-    unpacked = graph.unpack_kind(jnp.asarray(kinds))
-    np.testing.assert_array_equal(
-        np.asarray(graph.edge_kind(*unpacked)), graph.edge_kind(*graph.unpack_kind(kinds))
-    )
+    for unpack in (lambda k: np.asarray(k), jnp.asarray):
+        packed = unpack(kinds)
+        parts = (*graph.unpack_kind(packed), graph.kind_gives_check(packed))
+        np.testing.assert_array_equal(np.asarray(graph.edge_kind(*parts)), kinds)
+    assert graph.kind_gives_check(kinds).max() == 1
+
+
+def random_game_boards(games: int, seed: int) -> list[chess.Board]:
+    """Every position of random games: discovered and double checks, checking promotions and
+    castlings, which sound play rarely has."""
+    rng = np.random.default_rng(seed)
+    boards = []
+    for _ in range(games):
+        board = chess.Board()
+        while not board.is_game_over() and board.ply() < 160:
+            boards.append(board.copy(stack=False))
+            board.push(rng.choice(list(board.legal_moves)))
+    return boards
+
+
+def test_checking_moves_are_the_moves_python_chess_says_give_check(boards):
+    special = [
+        chess.Board("4k3/8/8/8/8/8/8/4K2R w K - 0 1"),  # O-O gives check from the rook
+        chess.Board("5k2/8/8/8/8/8/8/R3K3 w Q - 0 1"),  # O-O-O does
+        chess.Board("4k3/2P5/8/8/8/8/8/4K3 w - - 0 1"),  # c8=Q and c8=R check, c8=N not
+        chess.Board("8/8/8/K2pP2q/8/8/8/7k w - d6 0 1"),  # exd6 uncovers nothing: pinned
+        chess.Board("k7/8/8/3pP3/8/8/8/B3K3 w - d6 0 1"),  # exd6 gives no check
+        chess.Board("7k/8/8/3pP3/8/1B6/8/4K3 w - d6 0 1"),  # exd6: the bishop sees the king
+        chess.Board("4k3/8/8/8/4N3/8/8/4R1K1 w - - 0 1"),  # any knight move: discovered
+        chess.Board("4k3/8/8/8/8/8/3Q4/4K3 w - - 0 1"),  # the queen checks along lines
+    ]
+    assert all(board.is_valid() for board in special)
+    checks = direct = discovered = 0
+    for board in [*boards, *random_game_boards(60, seed=5), *special]:
+        moves = list(board.legal_moves)
+        found = graph.checking_moves(board, moves)
+        for move, check in zip(moves, found, strict=True):
+            assert check == board.gives_check(move), (board.fen(), move.uci())
+            if check:
+                checks += 1
+                after = board.copy(stack=False)
+                after.push(move)
+                direct += move.to_square in after.checkers()
+                discovered += bool(after.checkers() & ~chess.BB_SQUARES[move.to_square])
+    assert checks > 2_000 and direct > 1_000 and discovered > 20
+    # Moves of a board without the opponent's king still get an answer.
+    kingless = chess.Board("8/8/8/8/8/8/8/4K2R w - - 0 1")
+    moves = list(kingless.legal_moves)
+    assert graph.checking_moves(kingless, moves) == [False] * len(moves)
