@@ -266,8 +266,10 @@ def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool
         piece = board.piece_type_at(origin)
         if (
             move.promotion
-            or piece == chess.KING and board.is_castling(move)
-            or piece == chess.PAWN and target == ep_square
+            or piece == chess.KING
+            and board.is_castling(move)
+            or piece == chess.PAWN
+            and target == ep_square
         ):
             checks.append(board.gives_check(move))
             continue
