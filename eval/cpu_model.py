@@ -22,9 +22,9 @@ resumes from its journal or checkpoint):
    (pipeline.select_boards: the `search-random-move-checks` split); then an overlap
    check: training boards that are evaluation positions (must be 0) and test boards also in
    training.
-3. train: model/configs/cpu.toml (the gateau edge backbone) on the best move of every
-   training board (BC: the paper's cheapest target, and at this scale the one that learns to
-   play fastest, see 6.), with checkpoints along the way.
+3. train: model/configs/cpu.toml (the gateau edge backbone, told which moves give check) on
+   the best move of every training board (BC: the paper's cheapest target, and at this scale
+   the one that learns to play fastest, see 6.), with checkpoints along the way.
 4. curve: every checkpoint on FIXED subsets (the first puzzles of the puzzle file, every
    k-th STS position): puzzle accuracy and STS points against training examples.
 5. evaluate: the last checkpoint on the held-out test split (action accuracy, Kendall's tau,
