@@ -178,12 +178,13 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     h = h + embed(2, name="en_passant_embed")(en_passant.astype(jnp.int32))
     h = h + hk.Linear(width, name="globals")(globals_)[:, None, :]
 
-    geometry, promotion, edge_type = graph.unpack_kind(jnp.maximum(kinds, 0))
+    packed = jnp.maximum(kinds, 0)  # padding's -1 would unpack to garbage indices
+    geometry, promotion, edge_type = graph.unpack_kind(packed)
     e = embed(graph.GEOMETRIES, name="geometry_embed")(geometry)
     e = e + embed(graph.PROMOTIONS, name="promotion_embed")(promotion)
     e = e + embed(len(graph.EDGE_TYPES), name="edge_type_embed")(edge_type)
     if model.move_checks:
-        e = e + embed(2, name="check_embed")(graph.kind_gives_check(jnp.maximum(kinds, 0)))
+        e = e + embed(2, name="check_embed")(graph.kind_gives_check(packed))
     e = jnp.where(valid[..., None], e, 0.0)
 
     for i in range(model.num_layers):

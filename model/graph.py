@@ -226,7 +226,7 @@ _CHECK_BIT = int(edge_kind(0, 0, 0, 1))
 def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool]:
     """Whether each of `moves` (legal on `board`, a valid position) gives check: what
     `board.gives_check` says, read off the board's bitboards without playing the moves
-    (~30x faster; promotions, castling and en passant, which are rare, do play them).
+    (promotions, castling and en passant, which are rare, do play them).
 
     A move checks directly if its piece attacks the king from the move's target, or by
     discovery if it leaves the line between the king and one of the mover's sliders where it
@@ -266,10 +266,8 @@ def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool
         piece = board.piece_type_at(origin)
         if (
             move.promotion
-            or piece == chess.KING
-            and board.is_castling(move)
-            or piece == chess.PAWN
-            and target == ep_square
+            or (piece == chess.KING and board.is_castling(move))
+            or (piece == chess.PAWN and target == ep_square)
         ):
             checks.append(board.gives_check(move))
             continue
