@@ -43,31 +43,38 @@ from core import bins
 from core.actions import NUM_ACTIONS, legal_actions, moves_to_indices
 from core.targets import AV, BC, SV, TargetKind
 from core.tokenizer import MAX_CLOCK, SEQUENCE_LENGTH, tokenize_batch
-from model.config import MAX_SEQUENCE_LENGTH, Config, ModelConfig, TrainConfig
+from model.config import Config, ModelConfig, TrainConfig
 from model.graph_predictor import GraphRunner
 from model.network import is_graph
 from model.transformer import build, cast
 
 _MIN_BUCKET = 16
-# A CPU computes the network fastest a few rows at a time, so that the activations stay in
-# cache: on 2 cores 32 rows at once ran at 0.44x (9M) and 0.75x (small) the rows/s of one
-# row a pass, 2 rows 1.07x (9M), 4-8 rows 1.21x (small) (2026-11-24, one board's 33 legal
-# moves). Rows per pass = the power of two that keeps one pass's widest activation (rows x
-# 79 positions x the MLP width, float32) near this many bytes: 2 rows for 9M, 8 for small.
-_CPU_PASS_BYTES = 640 * 1024
-_MAX_ROWS_PER_PASS = 16
-# The passes of one call are shared out between this many host threads: the CPU runtime
-# runs one thread's calls one after another, and two streams of passes kept both cores
-# busier (2 cores: 1.12x the rows/s of one stream for 9M, 1.27x for small, same run).
+# A CPU computes the network fastest a few rows at a time, with several passes in flight:
+# on 2 cores, one board's moves (~29 rows, 20 real boards) in passes of 8 rows from 4 host
+# threads ran at 1.11x (9M) and 1.13x (small) the rows/s of passes of 2 (9M) or 8 (small,
+# the last pass padded) from 2 threads; passes of 16 at 1.08x (9M) and 1.06x (small), 32 at
+# 0.98x (small) (2026-11-24, interleaved board by board in one process).
+_MAX_ROWS_PER_PASS = 8
+# Passes are shared out between host threads: the CPU runtime leaves a core idle in the
+# serial parts of one call (attention, norms), which another call in flight fills. Twice the
+# cores: 3-4 threads on 2 cores beat 2 by 1-6% in the same run.
 _CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-_PASS_THREADS = min(2, _CPUS or 1)
+_PASS_THREADS = 2 * (_CPUS or 1)
 
 
 def cpu_rows_per_pass(model: ModelConfig) -> int:
-    """Rows the network takes at a time on a CPU for a model of this shape (a power of two)."""
-    per_row = MAX_SEQUENCE_LENGTH * model.widening_factor * model.embedding_dim * 4
-    rows = max(1, _CPU_PASS_BYTES // per_row)
-    return min(_MAX_ROWS_PER_PASS, 1 << (rows.bit_length() - 1))
+    """Rows the network takes at a time on a CPU, the largest pass (a power of two)."""
+    del model  # measured for small and 9M alike; larger models keep what 9M was given
+    return _MAX_ROWS_PER_PASS
+
+
+def pass_sizes(rows: int, step: int) -> list[int]:
+    """The rows of each pass over `rows` rows at most `step` at a time: full passes, then
+    the remainder in descending powers of two (13 rows, step 8: [8, 4, 1]), so that no row is
+    padding and the shapes are few: `step` and the powers of two below it."""
+    rest = rows % step
+    powers = [1 << bit for bit in reversed(range(rest.bit_length())) if rest >> bit & 1]
+    return [step] * (rows // step) + powers
 
 
 def default_rows_per_pass(model: ModelConfig) -> int | None:
@@ -171,9 +178,12 @@ class Predictor:
 
     def batch_shapes(self, max_rows: int) -> list[int]:
         """The batch shapes (rows per network call) that calls of 1..max_rows rows use:
-        `rows_per_pass` alone with row passes, else the padded chunk sizes."""
+        with row passes `pass_sizes`' (rows_per_pass and the powers of two below it), else
+        the padded chunk sizes."""
         if self.rows_per_pass is not None:
-            return [self.rows_per_pass]
+            step = self.rows_per_pass
+            enough = range(1, min(max_rows, 2 * step - 1) + 1)  # one full pass, any remainder
+            return sorted({size for rows in enough for size in pass_sizes(rows, step)})
         return sorted({self._padded_size(n) for n in range(1, min(max_rows, self.max_batch) + 1)})
 
     def warm_up(self, max_boards: int | None = None) -> list[int]:
@@ -214,37 +224,22 @@ class Predictor:
         return _gathered(outputs, len(states))
 
     def _run_in_passes(self, fn, states: np.ndarray, actions: np.ndarray | None):
-        """fn over `rows_per_pass` rows per call: one compiled shape whatever the row count,
-        only the last pass padded, every call dispatched before the first result is read."""
-        step = self.rows_per_pass
-        rows = len(states)
-        size = -(-rows // step) * step
-        padded = np.zeros((size, states.shape[1]), np.int32)
-        padded[:rows] = states
-        padded_actions = None
-        if actions is not None:
-            padded_actions = np.zeros(size, np.int32)
-            padded_actions[:rows] = actions
+        """fn over passes of at most `rows_per_pass` rows (`pass_sizes`: no padding, a few
+        shapes), all in flight together on the pass threads, each thread reading its own."""
+        states = np.asarray(states, np.int32)
+        actions = None if actions is None else np.asarray(actions, np.int32)
+        sizes = pass_sizes(len(states), self.rows_per_pass)
+        starts = np.cumsum([0, *sizes[:-1]]).tolist()
 
-        def passes(starts: Sequence[int]) -> list:
-            outputs = [
-                fn(
-                    self.params,
-                    padded[start : start + step],
-                    None if padded_actions is None else padded_actions[start : start + step],
-                )
-                for start in starts
-            ]
-            return jax.device_get(outputs)  # this stream's calls, finished
+        def one_pass(start: int, size: int):
+            stop = start + size
+            return jax.device_get(
+                fn(self.params, states[start:stop], None if actions is None else actions[start:stop])
+            )
 
-        starts = list(range(0, size, step))
-        streams = min(_PASS_THREADS, len(starts))
-        if streams == 1:
-            return _gathered(passes(starts), rows)
-        share = -(-len(starts) // streams)
-        parts = [starts[i : i + share] for i in range(0, len(starts), share)]
-        outputs = [out for part in _pass_pool().map(passes, parts) for out in part]
-        return _gathered(outputs, rows)
+        if len(sizes) == 1:
+            return _gathered([one_pass(0, sizes[0])], len(states))
+        return _gathered(list(_pass_pool().map(one_pass, starts, sizes)), len(states))
 
     def _require(self, kind: TargetKind, what: str) -> None:
         if self.config.target_kind is not kind:

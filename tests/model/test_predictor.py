@@ -11,6 +11,7 @@ from core import bins
 from core.actions import legal_actions, moves_to_indices
 from core.tokenizer import tokenize_batch
 from model import config as config_lib
+from model import predictor as predictor_lib
 from model.predictor import Predictor, TargetError, model_fen
 from model.transformer import build, init_params
 
@@ -81,7 +82,7 @@ def test_row_passes_compute_what_the_whole_batch_computes(predictors, rows_per_p
     predictor = Predictor(shared.params, shared.config, max_batch=64, rows_per_pass=rows_per_pass)
     assert predictor.rows_per_pass == rows_per_pass
     fens = [b.fen() for b in BOARDS[:2]]
-    moves = [legal_actions(b) for b in BOARDS[:2]]  # 47 rows: the last pass padded
+    moves = [legal_actions(b) for b in BOARDS[:2]]  # 47 rows: passes of several sizes
     rows = [(fen, m) for fen, ms in zip(fens, moves, strict=True) for m in ms]
     expected = bins.expected_value(
         direct(predictor, [f for f, _ in rows], moves_to_indices([m for _, m in rows]))
@@ -94,6 +95,19 @@ def test_row_passes_compute_what_the_whole_batch_computes(predictors, rows_per_p
     assert log_probs.shape == (47, 16) and np.isfinite(log_probs).all()
 
 
+@pytest.mark.parametrize("step", [1, 2, 5, 8])
+def test_pass_sizes_cover_the_rows_exactly_in_few_shapes(step):
+    shapes = set()
+    for rows in range(0, 100):
+        sizes = predictor_lib.pass_sizes(rows, step)
+        assert sum(sizes) == rows and all(0 < size <= step for size in sizes)
+        assert sizes == sorted(sizes, reverse=True)  # the largest passes first
+        assert sizes.count(step) == rows // step
+        shapes.update(sizes)
+    assert shapes == {step} | {1 << bit for bit in range(step.bit_length()) if 1 << bit < step}
+    assert predictor_lib.pass_sizes(13, 8) == [8, 4, 1]
+
+
 def test_rows_per_pass_must_be_positive(predictors):
     shared = predictors["sv"]
     for bad in (0, -2):
@@ -103,12 +117,14 @@ def test_rows_per_pass_must_be_positive(predictors):
 
 def test_sizes_within_a_bucket_share_one_compilation():
     config = tiny("sv").replace(train={"num_bins": 13})  # an architecture of its own
-    predictor = Predictor(init_params(config), config, max_batch=64)
+    # Padded buckets, as on an accelerator (a CPU's row passes: the warm-up test below).
+    predictor = Predictor(init_params(config), config, max_batch=64, rows_per_pass=None)
     for n in (17, 20, 31, 32):
         predictor.state_values([BOARDS[0].fen()] * n)
     assert predictor._values._cache_size() == 1
     # Another predictor of the same architecture reuses the compilation.
-    Predictor(init_params(config, seed=5), config, max_batch=64).state_values(
+    second = Predictor(init_params(config, seed=5), config, max_batch=64, rows_per_pass=None)
+    second.state_values(
         ["8/8/8/8/8/8/8/K6k w - - 0 1"] * 25
     )
     assert predictor._values._cache_size() == 1
@@ -185,7 +201,9 @@ def test_asking_the_wrong_target_is_a_clear_error(predictors):
         ("av", None, [16, 32, 64]),
         ("sv", None, [16, 32, 64]),
         ("bc", None, [16]),  # one row per board
-        ("av", 4, [4]),  # row passes (a CPU's default): one shape whatever the rows
+        # Row passes (a CPU's default): full passes, the rest in powers of two below.
+        ("av", 4, [1, 2, 4]),
+        ("sv", 6, [1, 2, 4, 6]),
     ],
 )
 def test_warm_up_compiles_every_shape_a_one_board_move_can_need(target, rows_per_pass, shapes):
