@@ -234,7 +234,11 @@ class Predictor:
         def one_pass(start: int, size: int):
             stop = start + size
             return jax.device_get(
-                fn(self.params, states[start:stop], None if actions is None else actions[start:stop])
+                fn(
+                    self.params,
+                    states[start:stop],
+                    None if actions is None else actions[start:stop],
+                )
             )
 
         if len(sizes) == 1:

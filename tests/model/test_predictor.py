@@ -124,9 +124,7 @@ def test_sizes_within_a_bucket_share_one_compilation():
     assert predictor._values._cache_size() == 1
     # Another predictor of the same architecture reuses the compilation.
     second = Predictor(init_params(config, seed=5), config, max_batch=64, rows_per_pass=None)
-    second.state_values(
-        ["8/8/8/8/8/8/8/K6k w - - 0 1"] * 25
-    )
+    second.state_values(["8/8/8/8/8/8/8/K6k w - - 0 1"] * 25)
     assert predictor._values._cache_size() == 1
 
 
