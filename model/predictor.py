@@ -84,9 +84,10 @@ def default_rows_per_pass(model: ModelConfig) -> int | None:
 
 @functools.cache
 def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str):
-    """Jitted (log_probs, values, both) shared by every Predictor of one architecture, so a
-    second checkpoint of the same model (or the trainer's evaluation) reuses the compilations.
-    `both` returns log-probabilities and expected values of one network pass."""
+    """Jitted (log_probs, values, both, board_values) shared by every Predictor of one
+    architecture, so a second checkpoint of the same model (or the trainer's evaluation)
+    reuses the compilations. `both` returns log-probabilities and expected values of one
+    network pass; `board_values` (AV) the values of rows that are all one board's moves."""
     config = Config(model=model, train=TrainConfig(target=target, num_bins=num_bins))
     network = build(config)
     dtype = jnp.bfloat16 if compute_dtype == "bfloat16" else jnp.float32
@@ -101,7 +102,12 @@ def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str
         out = log_probs(params, states, actions)
         return out, bins.expected_value(out)
 
-    return jax.jit(log_probs), jax.jit(values), jax.jit(both)
+    one_board = build(config, one_board=True)
+
+    def board_values(params, states, actions):
+        return bins.expected_value(one_board.apply(cast(params, dtype), states, actions))
+
+    return jax.jit(log_probs), jax.jit(values), jax.jit(both), jax.jit(board_values)
 
 
 def model_fen(board: chess.Board) -> str:
@@ -143,7 +149,7 @@ class Predictor:
         self.params = jax.device_put(params, jax.local_devices()[0])
         self._graph = GraphRunner(config, max_batch // _MIN_BUCKET) if is_graph(config) else None
         if self._graph is None:
-            self._log_probs, self._values, self._both = _compiled(
+            self._log_probs, self._values, self._both, self._board_values = _compiled(
                 config.model,
                 config.train.target,
                 config.train.num_bins,
@@ -197,18 +203,33 @@ class Predictor:
         kind = self.config.target_kind
         rows = self.max_batch if max_boards is None else max(1, max_boards) * kind.rows_per_board
         shapes = self.batch_shapes(rows)
-        fn = self._values if kind.value_head else self._log_probs
+        fn = self._scoring_fn()
         with_actions = kind.takes_action
         for size in shapes:
             states = np.zeros((size, SEQUENCE_LENGTH), np.int32)
             self._run(fn, states, np.zeros(size, np.int32) if with_actions else None)
         return shapes
 
-    def _run(self, fn, states: np.ndarray, actions: np.ndarray | None):
+    def _scoring_fn(self):
+        """The network function move_values calls: AV's one-board values in row passes
+        (every pass is one board's moves), else values (AV, SV) or log-probs (BC)."""
+        kind = self.config.target_kind
+        if kind is AV and self.rows_per_pass is not None:
+            return self._board_values
+        return self._values if kind.value_head else self._log_probs
+
+    def _run(
+        self,
+        fn,
+        states: np.ndarray,
+        actions: np.ndarray | None,
+        board_rows: Sequence[int] | None = None,
+    ):
         """fn over `states` (and `actions`) in padded chunks; an array, or a tuple of arrays
-        when fn returns a tuple."""
+        when fn returns a tuple. `board_rows` (the rows of each board, in order) keeps every
+        row pass within one board, as `_board_values` needs."""
         if self.rows_per_pass is not None:
-            return self._run_in_passes(fn, states, actions)
+            return self._run_in_passes(fn, states, actions, board_rows)
         outputs = []
         for start in range(0, len(states), self.max_batch):
             chunk = states[start : start + self.max_batch]
@@ -223,12 +244,15 @@ class Predictor:
             outputs.append(fn(self.params, padded, padded_actions))
         return _gathered(outputs, len(states))
 
-    def _run_in_passes(self, fn, states: np.ndarray, actions: np.ndarray | None):
+    def _run_in_passes(self, fn, states, actions, board_rows: Sequence[int] | None = None):
         """fn over passes of at most `rows_per_pass` rows (`pass_sizes`: no padding, a few
-        shapes), all in flight together on the pass threads, each thread reading its own."""
+        shapes; per board with `board_rows`), all in flight together on the pass threads,
+        each thread reading its own."""
         states = np.asarray(states, np.int32)
         actions = None if actions is None else np.asarray(actions, np.int32)
-        sizes = pass_sizes(len(states), self.rows_per_pass)
+        step = self.rows_per_pass
+        groups = [len(states)] if board_rows is None else board_rows
+        sizes = [size for rows in groups for size in pass_sizes(int(rows), step)]
         starts = np.cumsum([0, *sizes[:-1]]).tolist()
 
         def one_pass(start: int, size: int):
@@ -298,7 +322,7 @@ class Predictor:
             return self._graph.action_values(self.params, list(fens), moves)
         states = np.repeat(tokenize_batch(list(fens)), lengths, axis=0)
         actions = moves_to_indices(np.concatenate([np.asarray(m, dtype=str) for m in moves]))
-        values = self._run(self._values, states, actions)
+        values = self._run(self._scoring_fn(), states, actions, board_rows=lengths)
         return np.split(values, np.cumsum(lengths)[:-1])
 
     def state_values(self, fens: Sequence[str]) -> np.ndarray:

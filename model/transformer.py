@@ -27,14 +27,24 @@ def _layer_norm(x: jax.Array, name: str) -> jax.Array:
     return hk.LayerNorm(axis=-1, create_scale=True, create_offset=True, name=name)(x)
 
 
-def _attention(x: jax.Array, num_heads: int, last_query_only: bool = False) -> jax.Array:
+def _attention(
+    x: jax.Array, num_heads: int, last_query_only: bool = False, one_board: bool = False
+) -> jax.Array:
     """Multi-head attention of every position over all; with `last_query_only`, only the
-    last position's output (B, 1, width), which is all the last block must produce."""
+    last position's output (B, 1, width), which is all the last block must produce. With
+    `one_board` every row's positions but the last are taken to be row 0's (one board's
+    moves): they are projected once, not once per row."""
     batch, _, width = x.shape
     head_dim = width // num_heads
 
     def project(name: str, inputs: jax.Array) -> jax.Array:
-        y = hk.Linear(width, with_bias=False, name=name)(inputs)
+        linear = hk.Linear(width, with_bias=False, name=name)
+        if one_board:
+            shape = (batch, inputs.shape[1] - 1, width)
+            shared = jnp.broadcast_to(linear(inputs[:1, :-1]), shape)
+            y = jnp.concatenate([shared, linear(inputs[:, -1:])], axis=1)
+        else:
+            y = linear(inputs)
         return y.reshape(batch, inputs.shape[1], num_heads, head_dim)
 
     q = project("query", x[:, -1:] if last_query_only else x)
@@ -62,8 +72,14 @@ def sequences(states: jax.Array, actions: jax.Array | None) -> jax.Array:
 
 
 def _forward(
-    states: jax.Array, actions: jax.Array | None, model: ModelConfig, output_size: int
+    states: jax.Array,
+    actions: jax.Array | None,
+    model: ModelConfig,
+    output_size: int,
+    one_board: bool = False,
 ) -> jax.Array:
+    if one_board and actions is None:
+        raise ValueError("one_board needs a move per row (the AV target)")
     tokens = sequences(states, actions)
     width = model.embedding_dim
     embed = hk.Embed(
@@ -82,9 +98,11 @@ def _forward(
         # Only the last position is read, and in the last block nothing else depends on the
         # other positions' outputs: it computes the last position alone (keys and values
         # still from all). The same function, about one block's MLP cheaper.
-        last_block = i == model.num_layers - 1
+        # Before the first block the rows of one board differ only in the move's position.
+        last_block, shared = i == model.num_layers - 1, one_board and i == 0
         with hk.name_scope(f"block_{i}"):
-            attended = _attention(_layer_norm(h, "attention_norm"), model.num_heads, last_block)
+            x = _layer_norm(h, "attention_norm")
+            attended = _attention(x, model.num_heads, last_block, one_board=shared)
             h = (h[:, -1:] if last_block else h) + attended
             h = h + _swiglu(_layer_norm(h, "mlp_norm"), model.widening_factor * width)
     last = _layer_norm(h[:, -1], "final_norm")
@@ -95,21 +113,25 @@ def _forward(
     return jax.nn.log_softmax(logits, axis=-1)
 
 
-def build(config: Config) -> hk.Transformed:
+def build(config: Config, one_board: bool = False) -> hk.Transformed:
     """The model as pure functions: init(rng, states, actions) and apply(params, states, actions).
 
     `states` is (B, 77) board tokens; `actions` is (B,) action indices for the AV target and
     None for SV and BC. apply returns float32 log-probabilities of shape (B, output_size):
     over value bins for AV/SV, over the 1968 actions for BC.
+
+    `one_board` (AV, inference): every row's board is row 0's, as for one board's legal
+    moves, and the first block projects that board once instead of once per row. The same
+    parameters and function on such rows; rows of other boards get wrong values.
     """
 
-    return _transformed(config.model, config.output_size)
+    return _transformed(config.model, config.output_size, one_board)
 
 
 @functools.cache
-def _transformed(model: ModelConfig, output_size: int) -> hk.Transformed:
+def _transformed(model: ModelConfig, output_size: int, one_board: bool = False) -> hk.Transformed:
     def forward(states, actions=None):
-        return _forward(states, actions, model, output_size)
+        return _forward(states, actions, model, output_size, one_board)
 
     return hk.without_apply_rng(hk.transform(forward))
 

@@ -210,7 +210,7 @@ def test_warm_up_compiles_every_shape_a_one_board_move_can_need(target, rows_per
     num_bins = 11 if rows_per_pass is None else 12
     config = tiny(target).replace(train={"num_bins": num_bins})
     predictor = Predictor(random_params(config), config, max_batch=64, rows_per_pass=rows_per_pass)
-    fn = predictor._log_probs if target == "bc" else predictor._values
+    fn = predictor._scoring_fn()
     assert predictor.warm_up(max_boards=1) == shapes
     compiled = fn._cache_size()
     assert compiled == len(shapes)

@@ -83,3 +83,35 @@ def test_bfloat16_compute_is_close_to_float32():
     half = build(config).apply(cast(params, jax.numpy.bfloat16), states, actions)
     assert half.dtype == np.float32  # log-softmax in float32
     np.testing.assert_allclose(np.exp(half), np.exp(full), atol=0.02)
+
+
+@pytest.mark.parametrize("num_layers", [1, 3])
+def test_one_board_forward_computes_what_the_full_forward_computes_on_one_boards_moves(
+    num_layers,
+):
+    config = make(num_layers=num_layers, embedding_dim=32, num_heads=2)
+    params = init_params(config, seed=4)
+    leaves, tree = jax.tree_util.tree_flatten(params)
+    keys = jax.random.split(jax.random.PRNGKey(5), len(leaves))
+    noisy = [x + 0.3 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys, strict=True)]
+    params = jax.tree_util.tree_unflatten(tree, noisy)
+    rng = np.random.default_rng(2)
+    board = rng.integers(0, 31, (1, 77))
+    states, actions = np.repeat(board, 7, axis=0), rng.integers(0, 1968, 7)
+    full = np.asarray(build(config).apply(params, states, actions))
+    shared = np.asarray(build(config, one_board=True).apply(params, states, actions))
+    np.testing.assert_allclose(np.exp(shared), np.exp(full), rtol=1e-5, atol=1e-6)
+    assert np.ptp(full, axis=0).max() > 0.1  # the moves do get different predictions
+    # It reads row 0's board for every row: rows of another board are not its input.
+    other = states.copy()
+    other[1:] = rng.integers(0, 31, (6, 77))
+    assert not np.allclose(
+        build(config, one_board=True).apply(params, other, actions),
+        build(config).apply(params, other, actions),
+    )
+
+
+def test_one_board_forward_needs_moves():
+    config = make(target="sv", num_layers=1, embedding_dim=32, num_heads=2)
+    with pytest.raises(ValueError, match="one_board needs a move per row"):
+        build(config, one_board=True).apply(init_params(config), np.zeros((2, 77), int))
