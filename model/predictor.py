@@ -205,9 +205,13 @@ class Predictor:
         shapes = self.batch_shapes(rows)
         fn = self._scoring_fn()
         with_actions = kind.takes_action
-        for size in shapes:
+
+        def compile_shape(size: int) -> None:
             states = np.zeros((size, SEQUENCE_LENGTH), np.int32)
             self._run(fn, states, np.zeros(size, np.int32) if with_actions else None)
+
+        # XLA compiles one shape on one core: the pass threads compile them side by side.
+        list(_pass_pool().map(compile_shape, shapes))
         return shapes
 
     def _scoring_fn(self):
