@@ -8,8 +8,9 @@ model.import_reference's renaming, so both sides compute the same network; where
 columns say why they are missing. Measured per size, board by board in turns (so that a
 machine shared with other jobs slows both sides alike):
 
-- `ours`: NeuralAgent.choose_move, one board per call as in a game (legal moves, one batched
-  network call, repetition rule): `moves_per_s` and `action_values_per_s`;
+- `ours`: NeuralAgent.choose_move, one board per call as in a game (legal moves, one
+  predictor call in row passes, model/predictor.py; repetition rule): `moves_per_s` and
+  `action_values_per_s`;
 - `reference`: their ActionValueEngine.play on the same board, its predict function built
   as their engines build it (engines/constants.py: `wrap_predict_fn(..., batch_size=1)`);
   `reference_batch32`: the same with their wrapper's default batch of 32 sequences;
