@@ -16,8 +16,10 @@
 
 All win probabilities are from the view of the side to move of the board given. Rows from
 all boards go through the network together in chunks of at most `max_batch`, each padded
-to a power-of-two bucket so that a handful of shapes are ever compiled; on a CPU they go
-`rows_per_pass` at a time instead (one compiled shape, the activations kept in cache). A
+to a power-of-two bucket so that a handful of shapes are ever compiled; on a CPU they go in
+passes of at most `rows_per_pass` rows instead (`pass_sizes`: no padding, 4 shapes), several
+in flight at once, and an AV board's moves never share a pass with another board's (its first
+block then projects the board once: `build(config, one_board=True)`). A
 model of the gateau backbone (model/gateau.py) takes whole boards instead, `max_batch // 16`
 a call (model/graph_predictor.py): a board's move values are one network pass.
 
@@ -53,19 +55,14 @@ _MIN_BUCKET = 16
 # on 2 cores, one board's moves (~29 rows, 20 real boards) in passes of 8 rows from 4 host
 # threads ran at 1.11x (9M) and 1.13x (small) the rows/s of passes of 2 (9M) or 8 (small,
 # the last pass padded) from 2 threads; passes of 16 at 1.08x (9M) and 1.06x (small), 32 at
-# 0.98x (small) (2026-11-24, interleaved board by board in one process).
+# 0.98x (small) (2026-11-24, interleaved board by board in one process); for 136M passes of
+# 2 ran at 0.90x and of 4 at 0.98x the rows/s of passes of 8.
 _MAX_ROWS_PER_PASS = 8
 # Passes are shared out between host threads: the CPU runtime leaves a core idle in the
 # serial parts of one call (attention, norms), which another call in flight fills. Twice the
-# cores: 3-4 threads on 2 cores beat 2 by 1-6% in the same run.
+# cores: 3-4 threads on 2 cores beat 2 by 0-6% in the same runs.
 _CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 _PASS_THREADS = 2 * (_CPUS or 1)
-
-
-def cpu_rows_per_pass(model: ModelConfig) -> int:
-    """Rows the network takes at a time on a CPU, the largest pass (a power of two)."""
-    del model  # measured for small and 9M alike; larger models keep what 9M was given
-    return _MAX_ROWS_PER_PASS
 
 
 def pass_sizes(rows: int, step: int) -> list[int]:
@@ -77,9 +74,10 @@ def pass_sizes(rows: int, step: int) -> list[int]:
     return [step] * (rows // step) + powers
 
 
-def default_rows_per_pass(model: ModelConfig) -> int | None:
-    """Row passes on a CPU; None (the whole padded batch at once) on accelerators."""
-    return cpu_rows_per_pass(model) if jax.default_backend() == "cpu" else None
+def default_rows_per_pass() -> int | None:
+    """Row passes on a CPU (the largest pass); None (the whole padded batch at once) on
+    accelerators."""
+    return _MAX_ROWS_PER_PASS if jax.default_backend() == "cpu" else None
 
 
 @functools.cache
@@ -139,7 +137,7 @@ class Predictor:
         if max_batch < _MIN_BUCKET or max_batch & (max_batch - 1):
             raise ValueError(f"max_batch must be a power of two >= {_MIN_BUCKET}")
         if rows_per_pass == "auto":
-            rows_per_pass = default_rows_per_pass(config.model)
+            rows_per_pass = default_rows_per_pass()
         if rows_per_pass is not None and rows_per_pass < 1:
             raise ValueError(f"rows_per_pass must be >= 1 (or None), got {rows_per_pass}")
         self.config = config
