@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import chess
+import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -87,11 +88,13 @@ def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str
     reuses the compilations. `both` returns log-probabilities and expected values of one
     network pass; `board_values` (AV) the values of rows that are all one board's moves."""
     config = Config(model=model, train=TrainConfig(target=target, num_bins=num_bins))
-    network = build(config)
     dtype = jnp.bfloat16 if compute_dtype == "bfloat16" else jnp.float32
 
-    def log_probs(params, states, actions):
-        return network.apply(cast(params, dtype), states, actions)
+    def log_probs_of(network: hk.Transformed):
+        return lambda params, states, actions: network.apply(cast(params, dtype), states, actions)
+
+    log_probs = log_probs_of(build(config))
+    one_board = log_probs_of(build(config, one_board=True))
 
     def values(params, states, actions):
         return bins.expected_value(log_probs(params, states, actions))
@@ -100,10 +103,8 @@ def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str
         out = log_probs(params, states, actions)
         return out, bins.expected_value(out)
 
-    one_board = build(config, one_board=True)
-
     def board_values(params, states, actions):
-        return bins.expected_value(one_board.apply(cast(params, dtype), states, actions))
+        return bins.expected_value(one_board(params, states, actions))
 
     return jax.jit(log_probs), jax.jit(values), jax.jit(both), jax.jit(board_values)
 
@@ -246,7 +247,13 @@ class Predictor:
             outputs.append(fn(self.params, padded, padded_actions))
         return _gathered(outputs, len(states))
 
-    def _run_in_passes(self, fn, states, actions, board_rows: Sequence[int] | None = None):
+    def _run_in_passes(
+        self,
+        fn,
+        states: np.ndarray,
+        actions: np.ndarray | None,
+        board_rows: Sequence[int] | None = None,
+    ):
         """fn over passes of at most `rows_per_pass` rows (`pass_sizes`: no padding, a few
         shapes; per board with `board_rows`), all in flight together on the pass threads,
         each thread reading its own."""
