@@ -32,7 +32,11 @@ from core.tokenizer import SEQUENCE_LENGTH, VOCAB_SIZE
 
 SAMPLERS = ("uniform", "weighted")
 LR_SCHEDULES = ("constant", "cosine")
-COMPUTE_DTYPES = ("float32", "bfloat16")
+# `train.dtype`: the compute dtype (parameters and optimiser state stay float32); "auto" is
+# bfloat16 on GPUs and TPUs and float32 on CPUs (model/devices.py).
+COMPUTE_DTYPES = ("auto", "float32", "bfloat16")
+# Keys a config may still carry from an earlier version of this file: old name -> new name.
+RENAMED_KEYS = {"train": {"compute_dtype": "dtype"}}
 # The network: the paper's transformer (one (board, move) row per pass) or the GATEAU edge
 # backbone of model/gateau.py (one board with all its moves per pass).
 BACKBONES = ("transformer", "gateau")
@@ -100,7 +104,7 @@ class TrainConfig:
     hl_gauss: bool = False  # soft HL-Gauss targets over the bins instead of one-hot
     hl_gauss_sigma_ratio: float = 0.75  # sigma in units of the bin width
     av_partial: bool = False  # AV: also train on partial boards (only some moves valued)
-    compute_dtype: str = "float32"  # float32 | bfloat16 (parameters stay float32)
+    dtype: str = "auto"  # auto | float32 | bfloat16 compute (parameters stay float32)
     log_every: int = 50
     eval_every: int = 500  # 0: evaluate only at the end
     eval_boards: int = 500  # test boards for action accuracy and Kendall's tau
@@ -163,7 +167,7 @@ def from_dict(raw: Mapping[str, Any], source: str = "config") -> Config:
         raise ConfigError(f"{source}: unknown table(s) {sorted(unknown)}; use {list(_SECTIONS)}")
     sections = {}
     for name, cls in _SECTIONS.items():
-        values = dict(raw.get(name, {}))
+        values = _renamed(dict(raw.get(name, {})), name, source)
         if name == "model":
             size = values.get("size", ModelConfig.size)
             if size not in MODEL_SIZES and size != CUSTOM_SIZE:
@@ -173,6 +177,17 @@ def from_dict(raw: Mapping[str, Any], source: str = "config") -> Config:
             values = {"size": size, **MODEL_SIZES.get(size, {}), **values}
         sections[name] = _build(cls, values, f"{source}: [{name}]")
     return Config(**sections)
+
+
+def _renamed(values: dict[str, Any], section: str, source: str) -> dict[str, Any]:
+    """`values` with the keys of RENAMED_KEYS under their current names (configs and
+    checkpoints written before a rename keep loading)."""
+    for old, new in RENAMED_KEYS.get(section, {}).items():
+        if old in values:
+            if new in values:
+                raise ConfigError(f"{source}: [{section}] sets both {old} and {new}; keep {new}")
+            values[new] = values.pop(old)
+    return values
 
 
 def _build(cls, values: Mapping[str, Any], where: str):
@@ -203,12 +218,14 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> Config:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    return from_dict(apply_overrides(raw, overrides), source=str(path))
+    return from_dict(apply_overrides(raw, overrides, str(path)), source=str(path))
 
 
-def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+def apply_overrides(
+    raw: Mapping[str, Any], overrides: Sequence[str], source: str = "config"
+) -> dict[str, Any]:
     """Nested dict with `section.key=value` / `key=value` strings applied."""
-    result = {name: dict(raw.get(name, {})) for name in _SECTIONS} | {
+    result = {name: _renamed(dict(raw.get(name, {})), name, source) for name in _SECTIONS} | {
         k: v for k, v in raw.items() if k not in _SECTIONS
     }
     for item in overrides:
@@ -217,6 +234,8 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[st
         if not sep or not key:
             raise ConfigError(f"override {item!r} is not of the form key=value")
         section, _, name = key.rpartition(".")
+        renamed = {o: n for names in RENAMED_KEYS.values() for o, n in names.items()}
+        name = renamed.get(name, name)
         if not section:
             owners = [s for s, cls in _SECTIONS.items() if name in _field_names(cls)]
             if len(owners) != 1:
@@ -258,10 +277,8 @@ def validate(config: Config, check_data: bool = True) -> Config:
         raise ConfigError(f"train.sampler {t.sampler!r} is not one of {list(SAMPLERS)}")
     if t.lr_schedule not in LR_SCHEDULES:
         raise ConfigError(f"train.lr_schedule {t.lr_schedule!r} is not one of {LR_SCHEDULES}")
-    if t.compute_dtype not in COMPUTE_DTYPES:
-        raise ConfigError(
-            f"train.compute_dtype {t.compute_dtype!r} is not one of {list(COMPUTE_DTYPES)}"
-        )
+    if t.dtype not in COMPUTE_DTYPES:
+        raise ConfigError(f"train.dtype {t.dtype!r} is not one of {list(COMPUTE_DTYPES)}")
     if t.hl_gauss and not target_kind(t.target).value_head:
         raise ConfigError(f"train.hl_gauss applies to value bins; target {t.target!r} has none")
     positive = {

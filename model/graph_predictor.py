@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 
 import chess
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from core import bins
@@ -24,6 +23,7 @@ from core.targets import target_kind
 from core.tokenizer import SEQUENCE_LENGTH, fen_from_tokens, tokenize, tokenize_batch
 from model import gateau, graph
 from model.config import Config, ModelConfig, TrainConfig
+from model.devices import compute_dtype, resolve_dtype
 from model.transformer import cast
 
 EDGE_STEP = 64
@@ -37,15 +37,15 @@ WARM_WIDTHS = (MIN_EDGES, MIN_EDGES + 64)
 
 
 @functools.cache
-def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str):
+def _compiled(model: ModelConfig, target: str, num_bins: int, dtype: str):
     """Jitted (log_probs, both) shared by every predictor of one architecture; `both`
     returns log-probabilities and, for AV/SV, expected values from one pass."""
     config = Config(model=model, train=TrainConfig(target=target, num_bins=num_bins))
     network = gateau.build(config)
-    dtype = jnp.bfloat16 if compute_dtype == "bfloat16" else jnp.float32
+    compute = compute_dtype(dtype)
 
     def log_probs(params, states, senders, receivers, kinds):
-        return network.apply(cast(params, dtype), states, senders, receivers, kinds)
+        return network.apply(cast(params, compute), states, senders, receivers, kinds)
 
     def both(params, *inputs):
         out = log_probs(params, *inputs)
@@ -61,7 +61,9 @@ class GraphRunner:
         self.config = config
         self.max_boards = max_boards
         t = config.train
-        self._log_probs, self._both = _compiled(config.model, t.target, t.num_bins, t.compute_dtype)
+        self._log_probs, self._both = _compiled(
+            config.model, t.target, t.num_bins, resolve_dtype(t.dtype)
+        )
 
     def run(
         self, params, fens: Sequence[str], graphs: graph.Graphs | None = None, both: bool = False

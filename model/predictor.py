@@ -39,7 +39,6 @@ from typing import Literal
 import chess
 import haiku as hk
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from core import bins
@@ -47,6 +46,7 @@ from core.actions import NUM_ACTIONS, legal_actions, moves_to_indices
 from core.targets import AV, BC, SV, TargetKind
 from core.tokenizer import MAX_CLOCK, SEQUENCE_LENGTH, tokenize_batch
 from model.config import Config, ModelConfig, TrainConfig
+from model.devices import compute_dtype, resolve_dtype
 from model.graph_predictor import GraphRunner
 from model.network import is_graph
 from model.transformer import build, cast
@@ -82,16 +82,16 @@ def default_rows_per_pass() -> int | None:
 
 
 @functools.cache
-def _compiled(model: ModelConfig, target: str, num_bins: int, compute_dtype: str):
+def _compiled(model: ModelConfig, target: str, num_bins: int, dtype: str):
     """Jitted (log_probs, values, both, board_values) shared by every Predictor of one
     architecture, so a second checkpoint of the same model (or the trainer's evaluation)
     reuses the compilations. `both` returns log-probabilities and expected values of one
     network pass; `board_values` (AV) the values of rows that are all one board's moves."""
     config = Config(model=model, train=TrainConfig(target=target, num_bins=num_bins))
-    dtype = jnp.bfloat16 if compute_dtype == "bfloat16" else jnp.float32
+    compute = compute_dtype(dtype)
 
     def log_probs_of(network: hk.Transformed):
-        return lambda params, states, actions: network.apply(cast(params, dtype), states, actions)
+        return lambda params, states, actions: network.apply(cast(params, compute), states, actions)
 
     log_probs = log_probs_of(build(config))
     one_board = log_probs_of(build(config, one_board=True))
@@ -152,7 +152,7 @@ class Predictor:
                 config.model,
                 config.train.target,
                 config.train.num_bins,
-                config.train.compute_dtype,
+                resolve_dtype(config.train.dtype),
             )
 
     @classmethod

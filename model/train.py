@@ -54,6 +54,7 @@ from model.checkpoint import (
 )
 from model.config import Config, ConfigError, TrainConfig
 from model.data import BoardData, DataError, fingerprint, load_boards, make_batches
+from model.devices import cpu_warning, describe_devices, resolve_dtype
 from model.predictor import Predictor
 from model.scalar_events import ScalarEvents
 from model.train_step import DATA_AXIS as DATA_AXIS
@@ -258,11 +259,15 @@ def train(
     if resume_step is not None:
         state, start_step, position = _restore(checkpointer, resume_step, state, placement)
         log(f"resumed from step {start_step} (data position {position}) in {out}")
+    params = count_params(state.params)
     log(
-        f"model {config.model.backbone} {config.model.size}: {count_params(state.params):,} "
-        f"parameters, target "
-        f"{t.target}, {len(jax.devices())} device(s) on {jax.process_count()} process(es)"
+        f"model {config.model.backbone} {config.model.size}: {params:,} parameters, target "
+        f"{t.target}, {resolve_dtype(t.dtype)} compute, {describe_devices()} on "
+        f"{jax.process_count()} process(es)"
     )
+    warning = cpu_warning(config, params)
+    if warning:
+        log(warning)
 
     batches = make_batches(
         config.model.backbone,

@@ -18,6 +18,7 @@ from jax.sharding import PartitionSpec as P
 
 from model import gateau, network
 from model.config import Config, ModelConfig, TrainConfig
+from model.devices import compute_dtype
 from model.network import init_params
 from model.transformer import build, cast
 
@@ -63,7 +64,7 @@ def make_loss(config: Config) -> Callable:
     if network.is_graph(config):
         return _make_graph_loss(config)
     model = build(config)
-    dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
+    dtype = compute_dtype(config.train.dtype)
 
     def loss(params, batch):
         log_probs = model.apply(cast(params, dtype), batch["states"], batch.get("actions"))
@@ -89,7 +90,7 @@ def _make_graph_loss(config: Config) -> Callable:
     transformer's AV), SV over boards, BC over boards with the log-softmax over each
     board's move edges. `values_per_board` is the number of labels a board carried."""
     model = gateau.build(config)
-    dtype = jnp.bfloat16 if config.train.compute_dtype == "bfloat16" else jnp.float32
+    dtype = compute_dtype(config.train.dtype)
 
     def loss(params, batch):
         log_probs = model.apply(

@@ -69,7 +69,7 @@ def test_bad_overrides_name_the_problem(override, message):
         ("sampler=natural", "train.sampler 'natural'"),
         ("num_heads=3", "not divisible by model.num_heads 3"),
         ("ema_decay=1.0", "ema_decay must lie in"),
-        ("compute_dtype=float16", "compute_dtype 'float16'"),
+        ("dtype=float16", "train.dtype 'float16'"),
     ],
 )
 def test_validate_rejects_untrainable_settings(override, message):

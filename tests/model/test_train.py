@@ -180,7 +180,7 @@ def test_a_killed_process_resumes_where_its_checkpoint_left_off(synthetic_data, 
     for again in (command, train_command(synthetic_data, straight, steps=steps)):
         run = subprocess.run(again, cwd=ROOT, env=env, capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
-        assert "2 device(s)" in run.stdout
+        assert "2 cpu device(s) on 1 process(es)" in run.stdout
         outputs.append(run.stdout)
     assert f"resumed from step {killed_at[-1]} (data position {killed_at[-1] * 32})" in outputs[0]
     resumed_params, _, meta = load_params(str(out), use_ema=False)
@@ -251,7 +251,7 @@ def test_two_cpu_devices_on_one_core_do_not_deadlock(synthetic_data, tmp_path):
         timeout=300,
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "2 device(s)" in run.stdout and "step 300/300" in run.stdout
+    assert "2 cpu device(s)" in run.stdout and "step 300/300" in run.stdout
 
 
 @pytest.mark.slow

@@ -1,0 +1,58 @@
+"""bfloat16 compute (`train.dtype`, the default on accelerators) trains like float32: the
+same loss curve within a stated tolerance, with float32 parameters and optimiser state."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+
+from model import config as config_lib
+from model.checkpoint import load_params
+from model.train import train
+
+# The largest gap between the two runs' logged losses (each the mean of 20 steps), in nats:
+# about 1% of the loss. Measured: 0.016 at most over the 200 steps.
+LOSS_TOLERANCE = 0.05
+
+
+def run(data: pathlib.Path, out: pathlib.Path, dtype: str):
+    config = config_lib.from_dict(
+        {
+            "model": {"num_layers": 2, "embedding_dim": 32, "num_heads": 2},
+            "train": {
+                "batch_size": 64,
+                "num_steps": 200,
+                "learning_rate": 1e-3,
+                "log_every": 20,
+                "checkpoint_every": 200,
+                "dtype": dtype,
+            },
+            "data": {"train": str(data / "train"), "test": ""},
+        }
+    )
+    result = train(config, str(out), log=lambda line: None)
+    losses = [json.loads(line)["loss"] for line in open(out / "metrics.jsonl")]
+    return np.array(losses), result
+
+
+@pytest.mark.slow
+def test_bfloat16_training_follows_the_float32_loss_curve(synthetic_data, tmp_path):
+    f32, _ = run(synthetic_data, tmp_path / "f32", "float32")
+    bf16, result = run(synthetic_data, tmp_path / "bf16", "bfloat16")
+    assert len(f32) == len(bf16) == 10
+    # A curve worth following: both runs learn.
+    assert f32[-1] < f32[0] - 0.1 and bf16[-1] < bf16[0] - 0.1
+    np.testing.assert_allclose(bf16, f32, atol=LOSS_TOLERANCE, rtol=0)
+    # ...and bfloat16 really was in effect: the curves are not the same numbers.
+    assert np.abs(bf16 - f32).max() > 0
+    # Parameters, EMA and Adam's moments stay float32, in memory and in the checkpoint.
+    for tree in (result.state.params, result.state.ema_params, result.state.opt_state):
+        floats = [x for x in jax.tree_util.tree_leaves(tree) if np.issubdtype(x.dtype, np.inexact)]
+        assert floats and all(x.dtype == np.float32 for x in floats)
+    saved, config, _ = load_params(str(tmp_path / "bf16"), use_ema=False)
+    assert config.train.dtype == "bfloat16"
+    assert all(x.dtype == np.float32 for x in jax.tree_util.tree_leaves(saved))
