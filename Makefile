@@ -5,15 +5,31 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ENGINE  ?= $(shell command -v stockfish || ls /usr/games/stockfish 2>/dev/null)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup engine test test-fast lint demo cpu-model annotate train puzzles bench search-report clean
+# JAX for an accelerator too: `make setup ACCEL=cuda` (CUDA 13 wheels, NVIDIA driver >= 580),
+# ACCEL=cuda12 (driver >= 525) or ACCEL=tpu; cpu (the default) adds nothing.
+ACCEL   ?= cpu
+ACCEL_EXTRA := $(if $(filter cuda,$(ACCEL)),cuda13,$(ACCEL))
+ifeq ($(filter $(ACCEL_EXTRA),cpu cuda12 cuda13 tpu),)
+$(error ACCEL=$(ACCEL) is not one of: cpu cuda cuda12 cuda13 tpu)
+endif
+ACCEL_STAMP := $(if $(filter-out cpu,$(ACCEL_EXTRA)),.venv/.installed-$(ACCEL_EXTRA))
 
-setup: $(STAMP) engine
+.PHONY: setup engine test test-fast lint demo cpu-model annotate train puzzles bench \
+	device-check search-report clean
+
+setup: $(STAMP) $(ACCEL_STAMP) engine
 
 $(STAMP): pyproject.toml constraints.txt
 	@[ -x $(PY) ] || python3 -m venv .venv
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
+
+# The accelerator's JAX plugin and its CUDA (or TPU) libraries, then what JAX sees.
+.venv/.installed-%: $(STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,$*]'
+	$(PY) -m model.devices
+	@touch $@
 
 # Debian's stockfish lands in /usr/games, which is often not on PATH: look there too.
 engine:
@@ -90,6 +106,13 @@ bench: setup
 	$(PY) -m bench.zstd_read
 	$(PY) -m bench.uci
 	$(PY) -m bench.search
+
+# The device check (bench/device_check.py; ~7 min on one H100 or H200): the train step's
+# examples/s and MFU against the reference on the same device, inference, a short training run
+# with its puzzle accuracy, the model tests on the device. JSON in results/device/.
+# ARGS=--dry-run runs every step on CPU at toy sizes.
+device-check: setup
+	$(PY) -m bench.device_check $(ARGS)
 
 # What the tree search adds on one model (issue 17; ~20 min on 2 cores): JSON in results/search/.
 MODEL   ?= models/cpu-av

@@ -94,3 +94,9 @@ def cpu_warning(config: Config, params: int, cores: int | None = None) -> str | 
         f"about {format_duration(seconds)} per 1,000 steps at batch {config.train.batch_size}; "
         "install JAX for your accelerator (README, 'Train on a GPU')"
     )
+
+
+if __name__ == "__main__":  # `python -m model.devices`: what JAX sees here (make setup ACCEL=...)
+    print(
+        f"JAX {jax.__version__} sees {describe_devices()}; train.dtype auto -> {resolve_dtype(AUTO_DTYPE)}"
+    )
