@@ -8,6 +8,7 @@ import os
 import pathlib
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -321,3 +322,62 @@ def test_metrics_reach_tensorboard_and_the_learning_curves(synthetic_data, tmp_p
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (tmp_path / "bad.jsonl").write_text('{"kind": "train", "step": 1}\nnot json\n')
     assert plot_main([str(tmp_path / "bad.jsonl"), "--out", str(png)]) == 1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_train_as_one_process_with_two_devices(synthetic_data, tmp_path):
+    """Several hosts as one: two processes on 127.0.0.1, launched with the documented
+    variables (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID), each with one
+    CPU device, end on the parameters of one process with two devices: the same data order
+    (process p reads rows p*b/2:(p+1)*b/2 of each global batch), losses and evaluations."""
+    base = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}
+    steps = 20
+    two, one = tmp_path / "two", tmp_path / "one"
+    address = f"127.0.0.1:{free_port()}"
+    hosts = []
+    for process_id in range(2):
+        env = base | {
+            "JAX_COORDINATOR_ADDRESS": address,
+            "JAX_NUM_PROCESSES": "2",
+            "JAX_PROCESS_ID": str(process_id),
+        }
+        log = open(tmp_path / f"host{process_id}.log", "w")  # noqa: SIM115 - closed below
+        command = train_command(synthetic_data, two, steps=steps)
+        hosts.append((subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log), log))
+    single = subprocess.run(
+        train_command(synthetic_data, one, steps=steps),
+        cwd=ROOT,
+        env=base | {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    for process, log in hosts:
+        process.wait(timeout=600)
+        log.close()
+    logs = [(tmp_path / f"host{i}.log").read_text() for i in range(2)]
+    assert [p.returncode for p, _ in hosts] == [0, 0], logs[0][-2000:] + logs[1][-2000:]
+    assert single.returncode == 0, single.stderr[-2000:]
+    assert "2 cpu device(s) on 2 process(es)" in logs[0]
+    assert "2 cpu device(s) on 1 process(es)" in single.stdout
+    for use_ema in (False, True):
+        ours, _, meta = load_params(str(two), use_ema=use_ema)
+        theirs, _, their_meta = load_params(str(one), use_ema=use_ema)
+        assert meta["step"] == their_meta["step"] == steps
+        assert meta["data_position"] == their_meta["data_position"] == steps * 32
+        for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs),
+                        strict=True):  # fmt: skip
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-6)
+    # Only process 0 writes the log; it holds the same losses and evaluations.
+    records, single_records = metrics_log(two), metrics_log(one)
+    assert [r["step"] for r in records] == [r["step"] for r in single_records]
+    for record, expected in zip(records, single_records, strict=True):
+        for key, value in expected.items():
+            if isinstance(value, float):
+                assert record[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
