@@ -123,14 +123,23 @@ class Report:
 class Steps:
     """Runs named steps against a deadline; a step's exception is recorded, not raised."""
 
-    def __init__(self, report: Report, budget_s: float):
+    def __init__(self, report: Report, budget_s: float, only: set[str] | None = None):
         self.report = report
         self.deadline = time.monotonic() + budget_s
+        self.only = only
+
+    def selected(self, name: str) -> bool:
+        """Whether `--only` leaves step `name` in (`train` selects every `train_<size>`)."""
+        if not self.only or name == "device":
+            return True
+        return any(name == o or name.startswith(o + "_") for o in self.only)
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
     def run(self, name: str, step: Callable[[], object], needs_s: float = 0.0) -> object:
+        if not self.selected(name):
+            return None
         if needs_s and self.left() < needs_s:
             self.report.data["budget"]["left_out"].append(
                 f"{name}: needs ~{needs_s:.0f}s, {max(self.left(), 0):.0f}s left"
@@ -344,10 +353,11 @@ def check(args: argparse.Namespace) -> Path:
     out = Path(args.out)
     report = Report(out)
     report.write()  # the output is writable before any work starts
-    steps = Steps(report, args.budget_s)
+    steps = Steps(report, args.budget_s, set(args.only.split(",")) if args.only else None)
     data = report.data
     data["dry_run"] = args.dry_run
     data["command"] = " ".join(["python -m bench.device_check", *sys.argv[1:]])
+    data["only"] = args.only
     info = steps.run("device", describe_device)
     if info:
         data["device"], data["jax"] = info
@@ -432,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=420.0, help="seconds for all steps")
     parser.add_argument("--data", help="annotated train shards for the model step")
     parser.add_argument("--puzzles", help=f"puzzle CSV (default: ../shared's {PUZZLES_FILE})")
+    parser.add_argument(
+        "--only", help="comma list of steps to run (train, inference, model, tests, model_bc)"
+    )
     args = parser.parse_args(argv)
     try:
         path = check(args)

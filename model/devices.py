@@ -97,6 +97,5 @@ def cpu_warning(config: Config, params: int, cores: int | None = None) -> str | 
 
 
 if __name__ == "__main__":  # `python -m model.devices`: what JAX sees here (make setup ACCEL=...)
-    print(
-        f"JAX {jax.__version__} sees {describe_devices()}; train.dtype auto -> {resolve_dtype(AUTO_DTYPE)}"
-    )
+    auto = resolve_dtype(AUTO_DTYPE)
+    print(f"JAX {jax.__version__} sees {describe_devices()}; train.dtype auto -> {auto}")

@@ -62,6 +62,36 @@ def _swiglu(x: jax.Array, hidden: int) -> jax.Array:
     return hk.Linear(x.shape[-1], with_bias=False, name="down")(jax.nn.silu(gate) * up)
 
 
+@jax.custom_vjp
+def _lookup_by_matmul(table: jax.Array, ids: jax.Array) -> jax.Array:
+    return jnp.take(table, ids, axis=0)
+
+
+def _lookup_forward(table, ids):
+    return jnp.take(table, ids, axis=0), (ids, table.shape[0])
+
+
+def _lookup_backward(saved, grad):
+    ids, vocab = saved
+    one_hot = jax.nn.one_hot(ids.reshape(-1), vocab, dtype=grad.dtype)
+    flat = grad.reshape(-1, grad.shape[-1])
+    table_grad = jnp.einsum("nv,nd->vd", one_hot, flat, preferred_element_type=jnp.float32)
+    return table_grad.astype(grad.dtype), None
+
+
+_lookup_by_matmul.defvjp(_lookup_forward, _lookup_backward)
+
+
+def lookup(table: jax.Array, ids: jax.Array) -> jax.Array:
+    """table[ids]. A float32 table's gradient is the usual scatter-add; a bfloat16 table's is
+    a one-hot matrix product accumulated in float32. Every board token is one of 31 ids, so the
+    scatter-add's updates pile onto a few rows: on a GPU its bfloat16 atomics took ~70% of the
+    9M's train step; the product is exact in its products, ~0.3 ms, and its sums are float32."""
+    if table.dtype == jnp.bfloat16:
+        return _lookup_by_matmul(table, ids)
+    return jnp.take(table, ids, axis=0)
+
+
 def sequences(states: jax.Array, actions: jax.Array | None) -> jax.Array:
     """[start, 77 board tokens(, action)] as int32, shape (B, 78) or (B, 79)."""
     states = states.astype(jnp.int32)
@@ -93,7 +123,7 @@ def _forward(
         (MAX_SEQUENCE_LENGTH, width),
         init=hk.initializers.TruncatedNormal(stddev=model.positional_init_scale),
     )
-    h = embed(tokens) * np.sqrt(width) + positions[: tokens.shape[1]]
+    h = lookup(embed.embeddings, tokens) * np.sqrt(width) + positions[: tokens.shape[1]]
     for i in range(model.num_layers):
         # Only the last position is read, and in the last block nothing else depends on the
         # other positions' outputs: it computes the last position alone (keys and values
