@@ -41,7 +41,7 @@ def tiny(target: str, **train) -> config_lib.Config:
                 "num_heads": 2,
                 "widening_factor": 2,
             },
-            "train": {"target": target, "num_bins": 16, "seed": 3, **train},
+            "train": {"target": target, "num_bins": 16, "seed": 3, "dtype": "float32", **train},
         }
     )
 
