@@ -274,7 +274,91 @@ def epoch_order(view: ItemView, epoch: int, seed: int, sampler: str) -> np.ndarr
     raise ValueError(f"unknown sampler {sampler!r}")
 
 
-class Batches:
+class PrefetchedBatches:
+    """The iteration protocol the loaders share. `position` counts the global examples
+    handed out (what a checkpoint stores). A subclass says what comes from a position on
+    (`_generate`); iterating runs it on a thread `prefetch` batches ahead (a bounded queue;
+    an exception there is re-raised here), or in the caller's thread when prefetch <= 0.
+    `close()` stops the thread; iterating again restarts from `position`."""
+
+    def __init__(self, position: int, prefetch: int):
+        self.prefetch = prefetch
+        self._position = position
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._inline: Iterator[tuple[dict[str, np.ndarray], int]] | None = None
+
+    def _generate(self, position: int) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+        """The batches from global position `position` on, each with the position after it."""
+        raise NotImplementedError
+
+    @property
+    def position(self) -> int:
+        """Global examples handed out so far (what a checkpoint stores)."""
+        return self._position
+
+    def _put(self, item) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _produce(self, start: int) -> None:
+        try:
+            for item in self._generate(start):
+                if self._stop.is_set():
+                    return
+                self._put(item)
+        except BaseException as e:  # handed to the consumer, which re-raises it
+            self._put((e, None))
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        return self
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        if self.prefetch <= 0:
+            if self._inline is None:
+                self._inline = self._generate(self._position)
+            try:
+                batch, end = next(self._inline)
+            except BaseException:
+                self._inline = None  # a generator that raised is finished: start again
+                raise
+            self._position = end
+            return batch
+        if self._thread is None:
+            self._queue = queue.Queue(maxsize=self.prefetch)
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._produce, args=(self._position,), daemon=True, name="batches"
+            )
+            self._thread.start()
+        batch, end = self._queue.get()
+        if end is None:
+            raise batch
+        self._position = end
+        return batch
+
+    def close(self) -> None:
+        """Stops the prefetch thread; iteration may restart later from `position`."""
+        self._inline = None
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._queue = None
+
+    def __enter__(self) -> PrefetchedBatches:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Batches(PrefetchedBatches):
     """Batches of a view from a given position: deterministic, resumable, prefetched.
 
     Iterating yields dicts of numpy arrays: `states` (b, 77) uint8, `actions` (b,) int32 for
@@ -314,24 +398,15 @@ class Batches:
         self.sampler = sampler
         self.hl_gauss = hl_gauss
         self.sigma_ratio = hl_gauss_sigma_ratio
-        self.prefetch = prefetch
         self._local = slice(
             process_index * batch_size // process_count,
             (process_index + 1) * batch_size // process_count,
         )
-        self._position = position
         self._orders: dict[int, np.ndarray] = {}
-        self._queue: queue.Queue | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        super().__init__(position, prefetch)
 
     def _make_view(self, data: BoardData, target: str, num_bins: int, av_partial: bool):
         return make_view(data, target, num_bins, av_partial)
-
-    @property
-    def position(self) -> int:
-        """Global examples handed out so far (what a checkpoint stores)."""
-        return self._position
 
     @property
     def epoch(self) -> float:
@@ -372,57 +447,10 @@ class Batches:
             batch["targets"] = view.label[items]
         return batch
 
-    def _put(self, item) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def _produce(self, start: int) -> None:
-        position = start
-        try:
-            while not self._stop.is_set():
-                self._put((self.make_batch(position), position + self.batch_size))
-                position += self.batch_size
-        except BaseException as e:  # handed to the consumer, which re-raises it
-            self._put((e, None))
-
-    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
-        return self
-
-    def __next__(self) -> dict[str, np.ndarray]:
-        if self.prefetch <= 0:
-            batch = self.make_batch(self._position)
-            self._position += self.batch_size
-            return batch
-        if self._thread is None:
-            self._queue = queue.Queue(maxsize=self.prefetch)
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._produce, args=(self._position,), daemon=True, name="batches"
-            )
-            self._thread.start()
-        batch, end = self._queue.get()
-        if end is None:
-            raise batch
-        self._position = end
-        return batch
-
-    def close(self) -> None:
-        """Stops the prefetch thread; iteration may restart later from `position`."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-            self._queue = None
-
-    def __enter__(self) -> Batches:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def _generate(self, position: int) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+        while True:
+            yield self.make_batch(position), position + self.batch_size
+            position += self.batch_size
 
 
 # --- the board view: one example = one board with all its moves (the gateau backbone) -------
