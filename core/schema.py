@@ -258,12 +258,11 @@ def read_board_file(file: str, columns: Sequence[str] | None = None) -> pa.Table
 class BoardFile:
     """One board file opened for reading a row group at a time (a streaming reader's unit):
     the schema is checked on opening as `read_board_file` checks it, and every row group
-    read comes in the current version's types. `metadata` (the file's footer, read before)
-    spares re-reading and re-parsing the footer when a file is opened again and again."""
+    read comes in the current version's types."""
 
-    def __init__(self, file: str, metadata: pq.FileMetaData | None = None):
+    def __init__(self, file: str):
         self.file = file
-        self._parquet = pq.ParquetFile(file, metadata=metadata)
+        self._parquet = pq.ParquetFile(file)
         self.version = check_schema(self._parquet.schema_arrow, file)
 
     @property
@@ -271,11 +270,13 @@ class BoardFile:
         return self._parquet.metadata
 
     def read_row_group(self, index: int, columns: Sequence[str] | None = None) -> pa.Table:
-        """Row group `index`'s rows (all columns, or `columns` in that order)."""
+        """Row group `index`'s rows (all columns, or `columns` in that order), decoded in the
+        calling thread: a row group is small, and every Arrow pool thread that decodes one
+        keeps memory in an allocator heap of its own (MBs each)."""
         return _read_upgraded(
             self.version,
             columns,
-            lambda names: self._parquet.read_row_group(index, columns=names),
+            lambda names: self._parquet.read_row_group(index, columns=names, use_threads=False),
         )
 
     def close(self) -> None:

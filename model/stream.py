@@ -32,11 +32,15 @@ protocol (`position`, `epoch`, `close`, a prefetch thread), from a list of shard
    items one block of the host can add (its action values for AV, its rows otherwise); R =
    the decoding of one block (DECODE_BYTES_PER_BOARD per row + DECODE_BYTES_PER_VALUE per
    action value of the host's largest block) + the batches in flight ((prefetch + 2) *
-   their bytes). Two windows live at once: the one being emitted and the next one's decoded
-   blocks (< window_items + m items each); the emitted one is dropped before the next one's
-   blocks are concatenated, which holds them twice for a moment. So the loader's arrays stay
-   within B whatever the size of the data; the interpreter, the libraries and the host's
-   Parquet footers come on top. `shuffle_buffer` (items) sets window_items instead.
+   their bytes) + BYTES_PER_BLOCK per block of the host (its size and memoised count) +
+   ALLOCATOR_BYTES (what the allocators keep once the prefetch thread has decoded blocks).
+   Two windows live at once: the one being emitted and the next one's decoded blocks
+   (< window_items + m items each); the emitted one is dropped before the next one's blocks
+   are joined, which holds them twice for a moment. So the loader stays within B whatever
+   the size of the data; the interpreter and the libraries' code and import-time data come
+   on top. Footers are not kept (parsed, one takes ~15 KB per row group): a block's file
+   is opened anew to read it; only the blocks' sizes stay. `shuffle_buffer` (items) sets
+   window_items instead of the budget.
 5. Resume. The stream is a pure function of (files, seed, process_index, process_count,
    target, num_bins, hl_gauss, hl_gauss_sigma_ratio, av_partial, window_items): a resumed
    run needs the same memory budget (or shuffle_buffer) besides. Global position P means
@@ -57,6 +61,7 @@ Only uniform sampling: weighted sampling (by `count`) needs the whole table.
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -93,6 +98,13 @@ BATCHES_BYTES_PER_ACTION_VALUE = 40
 # pool: ~125 + ~55 bytes per action value; both rounded up.
 DECODE_BYTES_PER_BOARD = 1024
 DECODE_BYTES_PER_VALUE = 256
+# A block's bookkeeping: its Block (~240 bytes) and its memoised count (~130), rounded up.
+BYTES_PER_BLOCK = 512
+# What the allocators keep once the prefetch thread has decoded blocks (mimalloc's heap of
+# that thread for Arrow, its malloc arena for numpy): measured ~3 MB after a warm-up, doubled.
+# A budget of gigabytes hardly notices it; a test's of megabytes does.
+ALLOCATOR_BYTES = 6_000_000
+_CHUNK = 1 << 20  # items a window's order is filled with at a time
 
 _WIN_PROBS_LEAF = "win_probs."  # the footer's path of win_probs' values: win_probs.list.*
 
@@ -131,15 +143,26 @@ class Items:
         return taken
 
 
+def mapped_empty(shape: int | tuple[int, ...], dtype) -> np.ndarray:
+    """An uninitialised array in an anonymous memory map of its own, unmapped as soon as
+    the array is dropped. A window's arrays live in these: from malloc, glibc would serve
+    them from its heap once a large block has been freed (it raises its mmap threshold
+    then), and windows freed and allocated in turn fragment a heap that never shrinks."""
+    count = int(np.prod(shape))
+    dtype = np.dtype(dtype)
+    buffer = mmap.mmap(-1, max(1, count * dtype.itemsize))
+    return np.frombuffer(buffer, dtype, count).reshape(shape)
+
+
 def concat_items(pieces: Sequence[Items], takes_action: bool, target_dtype) -> Items:
     """The pieces' items one after the other, board indices shifted to the joined states;
-    written into arrays allocated once (no per-piece temporaries)."""
+    written into mapped arrays allocated once (no per-piece temporaries)."""
     n = sum(len(p) for p in pieces)
     boards = sum(len(p.states) for p in pieces)
-    states = np.empty((boards, SEQUENCE_LENGTH), np.uint8)
-    board = np.empty(n, np.int32)
-    action = np.empty(n, np.int32) if takes_action else None
-    target = np.empty(n, target_dtype)
+    states = mapped_empty((boards, SEQUENCE_LENGTH), np.uint8)
+    board = mapped_empty(n, np.int32)
+    action = mapped_empty(n, np.int32) if takes_action else None
+    target = mapped_empty(n, target_dtype)
     at, first_board = 0, 0
     for piece in pieces:
         stop = at + len(piece)
@@ -274,7 +297,7 @@ def plan_windows(
         (DECODE_BYTES_PER_BOARD * b.rows + DECODE_BYTES_PER_VALUE * b.values for b in blocks),
         default=0,
     )
-    reserved = decode + batch_bytes
+    reserved = decode + batch_bytes + BYTES_PER_BLOCK * len(blocks) + ALLOCATOR_BYTES
     if shuffle_buffer is not None:
         return WindowPlan(item_bytes, block_items, reserved, max(1, int(shuffle_buffer)))
     budget = memory_budget_gb * 1e9
@@ -367,11 +390,10 @@ class StreamBatches(PrefetchedBatches):
         self.process_count = process_count
         self.local_batch = batch_size // process_count
         self.files = host_files(files, seed, process_index, process_count)
-        self._footers = {}
+        self._file_blocks = {}
         for file in self.files:
             with BoardFile(file) as reader:  # a SchemaError here names the file
-                self._footers[file] = reader.metadata
-        self._file_blocks = {f: file_blocks(f, self._footers[f]) for f in self.files}
+                self._file_blocks[file] = file_blocks(file, reader.metadata)
         self.blocks = [block for f in self.files for block in self._file_blocks[f]]
         self.plan = plan_windows(
             self.blocks, self.kind, memory_budget_gb, self._batch_bytes(prefetch), shuffle_buffer
@@ -432,7 +454,7 @@ class StreamBatches(PrefetchedBatches):
         """Counts the items of every row group of `file` not counted yet, one group at a
         time (the memory of one group's cheap columns)."""
         columns = count_columns(self.kind)
-        with BoardFile(file, self._footers[file]) as reader:
+        with BoardFile(file) as reader:
             for block in self._file_blocks[file]:
                 key = self._count_key(block)
                 if key not in _BLOCK_ITEMS:
@@ -465,7 +487,7 @@ class StreamBatches(PrefetchedBatches):
     def decode(self, block: Block) -> Items:
         """A block's items (module doc, Blocks); DataError naming the file and row of a row
         the loader cannot use."""
-        with BoardFile(block.file, self._footers[block.file]) as reader:
+        with BoardFile(block.file) as reader:
             table = reader.read_row_group(block.row_group, BOARD_COLUMNS)
         data = board_data([table_arrays(table, block.file, block.first_row)])
         del table
@@ -556,7 +578,11 @@ class _WindowBuilder:
         items = concat_items(self.pieces, stream.kind.takes_action, target_dtype)
         self.pieces = []
         rng = np.random.default_rng([stream.seed, self.epoch, stream.process_index, self.window])
-        window = Window(self.epoch, self.window, items, rng.permutation(len(items)))
+        order = mapped_empty(len(items), np.int64)
+        for start in range(0, len(order), _CHUNK):  # no temporary of the window's size
+            order[start : start + _CHUNK] = np.arange(start, min(start + _CHUNK, len(order)))
+        rng.shuffle(order)  # as rng.permutation(n) would, in place
+        window = Window(self.epoch, self.window, items, order)
         self._advance()
         return window
 
