@@ -38,7 +38,10 @@ protocol (`position`, `epoch`, `close`, a prefetch thread), from a list of shard
    (< window_items + m items each); the emitted one is dropped before the next one's blocks
    are joined, which holds them twice for a moment. So the loader stays within B whatever
    the size of the data; the interpreter and the libraries' code and import-time data come
-   on top. Footers are not kept (parsed, one takes ~15 KB per row group): a block's file
+   on top. (Arrow's default allocator, mimalloc, keeps freed pages a while: with row groups
+   of 1024 boards a run's peak varies by ~15 MB from run to run, which budgets of GBs do not
+   notice; ARROW_DEFAULT_MEMORY_POOL=system in the environment cuts decoding's resident cost
+   tenfold.) Footers are not kept (parsed, one takes ~15 KB per row group): a block's file
    is opened anew to read it; only the blocks' sizes stay. `shuffle_buffer` (items) sets
    window_items instead of the budget.
 5. Resume. The stream is a pure function of (files, seed, process_index, process_count,
@@ -93,16 +96,18 @@ BYTES_PER_ACTION_VALUE = 12
 # What Batches adds for AV: its view (board, action, label, value: 4 bytes each; weight: 8)
 # and the orders of the current and the next epoch (8 each).
 BATCHES_BYTES_PER_ACTION_VALUE = 40
-# The peak while one block is decoded (Arrow table, FEN strings, int32 tokens, move strings,
-# BoardData, view), measured on those boards' 1024-row groups with tracemalloc and the Arrow
-# pool: ~125 + ~55 bytes per action value; both rounded up.
+# The resident memory decoding one block costs (Arrow table, FEN and move strings, int32
+# tokens, BoardData, view), measured as the peak resident memory of decoding blocks one at a
+# time, on the prefetch thread, of those boards: ~1 KB per action value for row groups of
+# 1024 boards (~31K values), ~1 MB per 1000 for row groups of 256. Most of it is not live
+# data but pages Arrow's allocator (mimalloc) keeps after a free (with
+# ARROW_DEFAULT_MEMORY_POOL=system the same blocks cost a tenth); the constants cover it.
 DECODE_BYTES_PER_BOARD = 1024
-DECODE_BYTES_PER_VALUE = 256
+DECODE_BYTES_PER_VALUE = 1024
 # A block's bookkeeping: its Block (~240 bytes) and its memoised count (~130), rounded up.
 BYTES_PER_BLOCK = 512
-# What the allocators keep once the prefetch thread has decoded blocks (mimalloc's heap of
-# that thread for Arrow, its malloc arena for numpy): measured ~3 MB after a warm-up, doubled.
-# A budget of gigabytes hardly notices it; a test's of megabytes does.
+# What the allocators keep besides once the prefetch thread has run (its malloc arena, the
+# batches freed on the caller's thread): measured 3-5 MB after a warm-up.
 ALLOCATOR_BYTES = 6_000_000
 _CHUNK = 1 << 20  # items a window's order is filled with at a time
 
@@ -152,6 +157,12 @@ def mapped_empty(shape: int | tuple[int, ...], dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     buffer = mmap.mmap(-1, max(1, count * dtype.itemsize))
     return np.frombuffer(buffer, dtype, count).reshape(shape)
+
+
+def _mapped_copy(array: np.ndarray) -> np.ndarray:
+    out = mapped_empty(array.shape, array.dtype)
+    out[...] = array
+    return out
 
 
 def concat_items(pieces: Sequence[Items], takes_action: bool, target_dtype) -> Items:
@@ -494,7 +505,14 @@ class StreamBatches(PrefetchedBatches):
         view = make_view(data, self.target, self.num_bins, self.av_partial)
         used, board = np.unique(view.board, return_inverse=True)
         target = np.asarray(view.value, np.float32) if self.hl_gauss else view.label
-        items = Items(data.states[used], board.astype(np.int32), view.action, target)
+        # In maps of their own, like the windows: a window's worth of pieces on the heap,
+        # between the decoding's temporaries, would leave it fragmented once freed.
+        items = Items(
+            _mapped_copy(data.states[used]),
+            _mapped_copy(board.astype(np.int32)),
+            None if view.action is None else _mapped_copy(view.action),
+            _mapped_copy(target),
+        )
         key = self._count_key(block)
         if _BLOCK_ITEMS.setdefault(key, len(items)) != len(items):
             raise DataError(
