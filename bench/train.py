@@ -368,7 +368,7 @@ def main() -> None:
     parser.add_argument("--boards", type=int, default=20_000, help="boards in the bench data")
     parser.add_argument("--loader-batches", type=int, default=400)
     parser.add_argument("--stream-copies", type=int, default=8, help="shard copies, memory")
-    parser.add_argument("--stream-budget-gb", type=float, default=0.05)
+    parser.add_argument("--stream-budget-gb", type=float, default=0.1)
     parser.add_argument("--sizes", default="small,9M", help="model sizes; '' for none")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per size")
     parser.add_argument("--steps-9m", type=int, default=2, help="timed steps for 9M and up")

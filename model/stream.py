@@ -220,7 +220,7 @@ def host_files(
     files: Sequence[str], seed: int, process_index: int, process_count: int
 ) -> list[str]:
     """The shards host `process_index` reads (module doc, Shards to hosts)."""
-    ordered = sorted(files)
+    ordered = sorted(set(files))
     if len(ordered) < process_count:
         raise DataError(
             f"{len(ordered)} shards for {process_count} hosts: streaming gives every host "
@@ -439,11 +439,9 @@ class StreamBatches(PrefetchedBatches):
         return self.local_batch * (per_item * (max(prefetch, 0) + 2) + compute)
 
     def _no_items(self) -> DataError:
-        hint = (
-            ""
-            if self.av_partial or not self.kind.per_move_examples
-            else (" (AV leaves partial boards out; set train.av_partial = true to train on them)")
-        )
+        hint = ""
+        if self.kind.per_move_examples and not self.av_partial:
+            hint = " (AV leaves partial boards out; set train.av_partial = true to train on them)"
         return DataError(
             f"no {self.target} examples in the shards of host {self.process_index}: "
             f"{self.files}{hint}"
