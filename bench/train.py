@@ -5,6 +5,14 @@ Run as `python -m bench.train` (`make bench`). Prints one JSON object:
 - `loader`: AV examples/s of `model.data.Batches` on one core (target >= 100,000, so the
   loader never starves an accelerator), against a baseline measured in the same run: the
   per-example path (tokenize the FEN, look up the move, bin the value, one example at a time).
+- `loader.streaming`: the same for `model.stream.StreamBatches` on the same shards
+  (`examples_per_s`, one core, with the decoding of every block), and the peak resident
+  memory of a process that loads the in-memory loader (`in_memory_peak_rss_mb`) or the
+  streaming one under `memory_budget_gb` (`peak_rss_mb`), each then cutting one epoch of AV
+  batches from --stream-copies copies of the shards; `rss_ratio` = in-memory / streaming.
+  Peaks are VmHWM (ru_maxrss would report the parent's peak where the parent was bigger);
+  `baseline_rss_mb` is a process's resident memory after its imports and one block decoded,
+  in both peaks; `growth_mb` and `in_memory_growth_mb` are the peaks above it.
 - `train_step`: examples/s of the jitted train step at batch 256 for each model size, on all
   local devices (the median step, after one untimed step past the compiling one), with
   compile time; `mfu` (model FLOPs utilisation) when an accelerator is
@@ -23,6 +31,9 @@ import argparse
 import json
 import os
 import random
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -32,9 +43,10 @@ import numpy as np
 from bench.tokenize import random_game_fens
 from core import bins
 from core.actions import legal_actions, move_to_index
-from core.schema import make_board_row, shard_name, write_boards
+from core.schema import board_files, make_board_row, shard_name, write_boards
 from core.tokenizer import tokenize
 from model.data import Batches, load_boards
+from model.stream import StreamBatches, estimate_in_memory_bytes
 
 BATCH = 256
 # Untimed steps after the compiling one, for each side: the first runs after a compilation
@@ -111,6 +123,106 @@ def bench_loader(directory: str, batches: int) -> dict:
         "vs_baseline": round(rate / naive, 1),
         "target_examples_per_s": 100_000,
         "meets_target": rate >= 100_000,
+    }
+
+
+def bench_stream(directory: str, memory_budget_gb: float) -> float:
+    """AV examples/s of StreamBatches over one epoch on one core (the caller pins the
+    process), every block's decoding included (prefetch 0: no second core to decode on)."""
+    loader = StreamBatches(
+        board_files(directory),
+        "av",
+        bins.DEFAULT_NUM_BINS,
+        BATCH,
+        seed=0,
+        prefetch=0,
+        memory_budget_gb=memory_budget_gb,
+    )
+    items = loader.items_per_epoch  # counted before the clock: what a resume costs, once
+    start = time.perf_counter()
+    while loader.position < items:
+        next(loader)
+    return loader.position / (time.perf_counter() - start)
+
+
+# Run in a fresh process per loader: load (or open) the shards, cut one epoch of AV batches,
+# print the peak and the baseline resident memory.
+_PEAK_SCRIPT = """
+import json, sys
+from core import bins
+from core.schema import board_files
+from model.data import Batches, load_boards
+from model.stream import StreamBatches, estimate_in_memory_bytes
+
+
+def status(field):  # bytes
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) * 1024
+
+
+kind, directory, budget, batch = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+# One block decoded first, so that the libraries' first-use costs (pyarrow imports pandas)
+# are in the baseline of both loaders.
+warm = StreamBatches(board_files(directory)[:1], "av", bins.DEFAULT_NUM_BINS, 64, seed=0,
+                     prefetch=0, shuffle_buffer=1, memory_budget_gb=budget)
+next(warm)
+del warm
+baseline = status("VmRSS")
+if kind == "in_memory":
+    loader = Batches(load_boards(directory), "av", bins.DEFAULT_NUM_BINS, batch, seed=0)
+    items = len(loader.view)
+else:
+    loader = StreamBatches(board_files(directory), "av", bins.DEFAULT_NUM_BINS, batch, seed=0,
+                           memory_budget_gb=budget)
+    items = loader.items_per_epoch
+while loader.position < items:
+    next(loader)
+loader.close()
+print(json.dumps({"peak": status("VmHWM"), "baseline": baseline}))
+"""
+
+
+def peak_rss(kind: str, directory: str, memory_budget_gb: float) -> dict:
+    """Peak and baseline resident bytes of a fresh process running one loader (above)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_SCRIPT, kind, directory, str(memory_budget_gb), str(BATCH)],
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def copy_shards(directory: str, copies: int, into: str) -> None:
+    """`copies` copies of the shards at `directory`, as one split at `into`."""
+    files = board_files(directory)
+    total = copies * len(files)
+    for i in range(total):
+        shutil.copy(files[i % len(files)], os.path.join(into, shard_name("boards", i, total)))
+
+
+def bench_stream_memory(directory: str, copies: int, memory_budget_gb: float) -> dict:
+    """Peak resident memory of the in-memory and the streaming loader on `copies` copies of
+    the shards at `directory`."""
+    with tempfile.TemporaryDirectory() as copied:
+        copy_shards(directory, copies, copied)
+        in_memory = peak_rss("in_memory", copied, memory_budget_gb)
+        streaming = peak_rss("streaming", copied, memory_budget_gb)
+        estimate = estimate_in_memory_bytes(board_files(copied))
+    growth = {
+        name: run["peak"] - run["baseline"]
+        for name, run in (("in_memory", in_memory), ("streaming", streaming))
+    }
+    return {
+        "peak_rss_mb": round(streaming["peak"] / 1e6, 1),
+        "in_memory_peak_rss_mb": round(in_memory["peak"] / 1e6, 1),
+        "rss_ratio": round(in_memory["peak"] / streaming["peak"], 2),
+        "baseline_rss_mb": round(streaming["baseline"] / 1e6, 1),
+        "growth_mb": round(growth["streaming"] / 1e6, 1),
+        "in_memory_growth_mb": round(growth["in_memory"] / 1e6, 1),
+        "copies": copies,
+        "load_boards_estimate_mb": round(estimate / 1e6, 1),
     }
 
 
@@ -272,7 +384,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--boards", type=int, default=20_000, help="boards in the bench data")
     parser.add_argument("--loader-batches", type=int, default=400)
-    parser.add_argument("--sizes", default="small,9M")
+    parser.add_argument("--stream-copies", type=int, default=8, help="shard copies, memory")
+    parser.add_argument("--stream-budget-gb", type=float, default=0.1)
+    parser.add_argument("--sizes", default="small,9M", help="model sizes; '' for none")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per size")
     parser.add_argument("--steps-9m", type=int, default=2, help="timed steps for 9M and up")
     parser.add_argument("--peak-tflops", type=float, help="accelerator peak, for the MFU")
@@ -283,7 +397,13 @@ def main() -> None:
         cores = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {min(cores)})
         loader = bench_loader(directory, args.loader_batches)
+        stream_rate = bench_stream(directory, args.stream_budget_gb)
         os.sched_setaffinity(0, cores)
+        loader["streaming"] = {
+            "examples_per_s": round(stream_rate),
+            **bench_stream_memory(directory, args.stream_copies, args.stream_budget_gb),
+            "memory_budget_gb": args.stream_budget_gb,
+        }
         from bench import oracle  # imports JAX: only now, with every core back
 
         try:
@@ -291,7 +411,7 @@ def main() -> None:
         except oracle.OracleUnavailable as e:
             ref, reason = None, str(e)
         steps = {}
-        for size in args.sizes.split(","):
+        for size in filter(None, args.sizes.split(",")):
             count = args.steps if size == "small" else args.steps_9m
             steps[size] = bench_train_step(directory, size, count, args.peak_tflops, ref, reason)
     import jax

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypedDict
 
 import pyarrow as pa
@@ -252,14 +252,55 @@ def read_board_file(file: str, columns: Sequence[str] | None = None) -> pa.Table
     """One board file's rows (all columns, or `columns` in that order), schema-checked and
     in the current version's types whatever version the file was written with."""
     version = check_schema(pq.read_schema(file), file)
+    return _read_upgraded(version, columns, lambda names: pq.read_table(file, columns=names))
+
+
+class BoardFile:
+    """One board file opened for reading a row group at a time (a streaming reader's unit):
+    the schema is checked on opening as `read_board_file` checks it, and every row group
+    read comes in the current version's types."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self._parquet = pq.ParquetFile(file)
+        self.version = check_schema(self._parquet.schema_arrow, file)
+
+    @property
+    def metadata(self) -> pq.FileMetaData:
+        return self._parquet.metadata
+
+    def read_row_group(self, index: int, columns: Sequence[str] | None = None) -> pa.Table:
+        """Row group `index`'s rows (all columns, or `columns` in that order), decoded in the
+        calling thread: a row group is small, and every Arrow pool thread that decodes one
+        keeps memory in an allocator heap of its own (MBs each)."""
+        return _read_upgraded(
+            self.version,
+            columns,
+            lambda names: self._parquet.read_row_group(index, columns=names, use_threads=False),
+        )
+
+    def close(self) -> None:
+        self._parquet.close()
+
+    def __enter__(self) -> BoardFile:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _read_upgraded(
+    version: int, columns: Sequence[str] | None, read: Callable[[list[str]], pa.Table]
+) -> pa.Table:
+    """`read(stored column names)` of a file of schema `version`, as `columns` (all if None)
+    of the current version: columns added since are filled with their defaults."""
     wanted = list(columns) if columns is not None else BOARD_SCHEMA.names
     unknown = [name for name in wanted if name not in BOARD_SCHEMA.names]
     if unknown:
         raise ValueError(f"no board columns {unknown}; the columns are {BOARD_SCHEMA.names}")
     if version == SCHEMA_VERSION:
-        return pq.read_table(file, columns=wanted)
-    stored = [name for name in wanted if name not in _ADDED_IN_V2]
-    table = pq.read_table(file, columns=stored)
+        return read(wanted)
+    table = read([name for name in wanted if name not in _ADDED_IN_V2])
     arrays = []
     for name in wanted:
         field = BOARD_SCHEMA.field(name)

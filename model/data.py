@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import bins
@@ -41,7 +42,8 @@ from core.targets import Target, target_kind
 from core.tokenizer import tokenize_batch
 from model import graph
 
-_COLUMNS = ["fen", "count", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
+# The columns the loaders read (model.stream counts some of them alone).
+BOARD_COLUMNS = ["fen", "count", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
 
 
 class DataError(ValueError):
@@ -83,33 +85,57 @@ class BoardData:
         return self.pair_win_probs[start:stop]
 
 
+@dataclass(frozen=True)
+class BoardArrays:
+    """One table of board rows (a file, or a row group of one) as arrays; `offsets` (n + 1,)
+    delimit each board's pairs in `actions` and `win_probs`."""
+
+    file: str
+    fens: np.ndarray  # (n,) object
+    states: np.ndarray  # (n, 77) uint8
+    counts: np.ndarray  # (n,) int64
+    state_win_probs: np.ndarray  # (n,) float32, NaN where none
+    best_actions: np.ndarray  # (n,) int32, -1 where none
+    partial: np.ndarray  # (n,) bool
+    offsets: np.ndarray  # (n + 1,) int64
+    actions: np.ndarray  # (p,) int32
+    win_probs: np.ndarray  # (p,) float32
+
+
 def load_boards(path: str) -> BoardData:
     """Reads every board shard at `path` (directory, file or glob) into BoardData."""
-    parts = [_load_file(file) for file in board_files(path)]
-    lengths = np.concatenate([np.diff(p["offsets"]) for p in parts])
-    offsets = np.zeros(len(lengths) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return BoardData(
-        files=tuple(p["file"] for p in parts),
-        fens=np.concatenate([p["fens"] for p in parts]),
-        states=np.concatenate([p["states"] for p in parts]),
-        counts=np.concatenate([p["counts"] for p in parts]),
-        state_win_probs=np.concatenate([p["state_win_probs"] for p in parts]),
-        best_actions=np.concatenate([p["best_actions"] for p in parts]),
-        partial=np.concatenate([p["partial"] for p in parts]),
-        pair_offsets=offsets,
-        pair_board=np.repeat(np.arange(len(lengths), dtype=np.int32), lengths),
-        pair_actions=np.concatenate([p["actions"] for p in parts]),
-        pair_win_probs=np.concatenate([p["win_probs"] for p in parts]),
+    return board_data(
+        [table_arrays(read_board_file(file, BOARD_COLUMNS), file) for file in board_files(path)]
     )
 
 
-def _load_file(file: str) -> dict:
-    table = read_board_file(file, _COLUMNS)
+def board_data(parts: Sequence[BoardArrays]) -> BoardData:
+    """The parts' boards one after the other, as one BoardData."""
+    lengths = np.concatenate([np.diff(p.offsets) for p in parts])
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return BoardData(
+        files=tuple(p.file for p in parts),
+        fens=np.concatenate([p.fens for p in parts]),
+        states=np.concatenate([p.states for p in parts]),
+        counts=np.concatenate([p.counts for p in parts]),
+        state_win_probs=np.concatenate([p.state_win_probs for p in parts]),
+        best_actions=np.concatenate([p.best_actions for p in parts]),
+        partial=np.concatenate([p.partial for p in parts]),
+        pair_offsets=offsets,
+        pair_board=np.repeat(np.arange(len(lengths), dtype=np.int32), lengths),
+        pair_actions=np.concatenate([p.actions for p in parts]),
+        pair_win_probs=np.concatenate([p.win_probs for p in parts]),
+    )
+
+
+def table_arrays(table: pa.Table, file: str, first_row: int = 0) -> BoardArrays:
+    """Board rows (the BOARD_COLUMNS of `file`, starting at its row `first_row`) tokenized
+    and checked: a row the loader cannot use is a DataError naming `file` and its row."""
     fens_list = table["fen"].to_pylist()
 
     def fail(row: int, problem: str) -> DataError:
-        return DataError(f"{file}: row {row} (FEN {fens_list[row]!r}): {problem}")
+        return DataError(f"{file}: row {first_row + row} (FEN {fens_list[row]!r}): {problem}")
 
     moves_col = table["moves"].combine_chunks()
     probs_col = table["win_probs"].combine_chunks()
@@ -155,18 +181,18 @@ def _load_file(file: str) -> dict:
     except KeyError:
         row = next(i for i in np.flatnonzero(has_best) if not _is_action(best[i]))
         raise fail(int(row), f"best_move {best[row]!r} is not an action") from None
-    return {
-        "file": file,
-        "fens": np.asarray(fens_list, dtype=object),
-        "states": states,
-        "counts": counts,
-        "state_win_probs": state_probs,
-        "best_actions": best_actions,
-        "partial": table["partial"].to_numpy(zero_copy_only=False).astype(bool),
-        "offsets": offsets,
-        "actions": actions,
-        "win_probs": win_probs,
-    }
+    return BoardArrays(
+        file=file,
+        fens=np.asarray(fens_list, dtype=object),
+        states=states,
+        counts=counts,
+        state_win_probs=state_probs,
+        best_actions=best_actions,
+        partial=table["partial"].to_numpy(zero_copy_only=False).astype(bool),
+        offsets=offsets,
+        actions=actions,
+        win_probs=win_probs,
+    )
 
 
 def _is_action(move) -> bool:
@@ -248,7 +274,91 @@ def epoch_order(view: ItemView, epoch: int, seed: int, sampler: str) -> np.ndarr
     raise ValueError(f"unknown sampler {sampler!r}")
 
 
-class Batches:
+class PrefetchedBatches:
+    """The iteration protocol the loaders share. `position` counts the global examples
+    handed out (what a checkpoint stores). A subclass says what comes from a position on
+    (`_generate`); iterating runs it on a thread `prefetch` batches ahead (a bounded queue;
+    an exception there is re-raised here), or in the caller's thread when prefetch <= 0.
+    `close()` stops the thread; iterating again restarts from `position`."""
+
+    def __init__(self, position: int, prefetch: int):
+        self.prefetch = prefetch
+        self._position = position
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._inline: Iterator[tuple[dict[str, np.ndarray], int]] | None = None
+
+    def _generate(self, position: int) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+        """The batches from global position `position` on, each with the position after it."""
+        raise NotImplementedError
+
+    @property
+    def position(self) -> int:
+        """Global examples handed out so far (what a checkpoint stores)."""
+        return self._position
+
+    def _put(self, item) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _produce(self, start: int) -> None:
+        try:
+            for item in self._generate(start):
+                if self._stop.is_set():
+                    return
+                self._put(item)
+        except BaseException as e:  # handed to the consumer, which re-raises it
+            self._put((e, None))
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        return self
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        if self.prefetch <= 0:
+            if self._inline is None:
+                self._inline = self._generate(self._position)
+            try:
+                batch, end = next(self._inline)
+            except BaseException:
+                self._inline = None  # a generator that raised is finished: start again
+                raise
+            self._position = end
+            return batch
+        if self._thread is None:
+            self._queue = queue.Queue(maxsize=self.prefetch)
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._produce, args=(self._position,), daemon=True, name="batches"
+            )
+            self._thread.start()
+        batch, end = self._queue.get()
+        if end is None:
+            raise batch
+        self._position = end
+        return batch
+
+    def close(self) -> None:
+        """Stops the prefetch thread; iteration may restart later from `position`."""
+        self._inline = None
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._queue = None
+
+    def __enter__(self) -> PrefetchedBatches:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Batches(PrefetchedBatches):
     """Batches of a view from a given position: deterministic, resumable, prefetched.
 
     Iterating yields dicts of numpy arrays: `states` (b, 77) uint8, `actions` (b,) int32 for
@@ -288,24 +398,15 @@ class Batches:
         self.sampler = sampler
         self.hl_gauss = hl_gauss
         self.sigma_ratio = hl_gauss_sigma_ratio
-        self.prefetch = prefetch
         self._local = slice(
             process_index * batch_size // process_count,
             (process_index + 1) * batch_size // process_count,
         )
-        self._position = position
         self._orders: dict[int, np.ndarray] = {}
-        self._queue: queue.Queue | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        super().__init__(position, prefetch)
 
     def _make_view(self, data: BoardData, target: str, num_bins: int, av_partial: bool):
         return make_view(data, target, num_bins, av_partial)
-
-    @property
-    def position(self) -> int:
-        """Global examples handed out so far (what a checkpoint stores)."""
-        return self._position
 
     @property
     def epoch(self) -> float:
@@ -346,57 +447,10 @@ class Batches:
             batch["targets"] = view.label[items]
         return batch
 
-    def _put(self, item) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def _produce(self, start: int) -> None:
-        position = start
-        try:
-            while not self._stop.is_set():
-                self._put((self.make_batch(position), position + self.batch_size))
-                position += self.batch_size
-        except BaseException as e:  # handed to the consumer, which re-raises it
-            self._put((e, None))
-
-    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
-        return self
-
-    def __next__(self) -> dict[str, np.ndarray]:
-        if self.prefetch <= 0:
-            batch = self.make_batch(self._position)
-            self._position += self.batch_size
-            return batch
-        if self._thread is None:
-            self._queue = queue.Queue(maxsize=self.prefetch)
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._produce, args=(self._position,), daemon=True, name="batches"
-            )
-            self._thread.start()
-        batch, end = self._queue.get()
-        if end is None:
-            raise batch
-        self._position = end
-        return batch
-
-    def close(self) -> None:
-        """Stops the prefetch thread; iteration may restart later from `position`."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-            self._queue = None
-
-    def __enter__(self) -> Batches:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def _generate(self, position: int) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+        while True:
+            yield self.make_batch(position), position + self.batch_size
+            position += self.batch_size
 
 
 # --- the board view: one example = one board with all its moves (the gateau backbone) -------
