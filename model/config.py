@@ -120,6 +120,12 @@ class DataConfig:
 
     train: str = "data/annotated/train"
     test: str = ""  # empty: no periodic evaluation
+    # The training split streamed a row group at a time (model/stream.py) instead of loaded
+    # whole on every host: always with `streaming`, and whenever the in-memory loader would
+    # need more than `memory_budget_gb`, which also bounds the streaming loader's memory (its
+    # shuffle window, so a resumed run keeps the budget it started with).
+    streaming: bool = False
+    memory_budget_gb: float = 8.0
 
 
 @dataclass(frozen=True)
@@ -313,6 +319,14 @@ def validate(config: Config, check_data: bool = True) -> Config:
         raise ConfigError(f"train.final_lr_ratio must lie in [0, 1], got {t.final_lr_ratio}")
     if not t.grad_clip_norm > 0:
         raise ConfigError(f"train.grad_clip_norm must be > 0, got {t.grad_clip_norm}")
+    if not d.memory_budget_gb > 0:
+        raise ConfigError(f"data.memory_budget_gb must be > 0, got {d.memory_budget_gb}")
+    if d.streaming and m.backbone == "gateau":
+        raise ConfigError("data.streaming serves the transformer; gateau loads boards whole")
+    if d.streaming and t.sampler != "uniform":
+        raise ConfigError(
+            f"data.streaming samples uniformly; train.sampler {t.sampler!r} needs the whole table"
+        )
     if check_data:
         for name, path in (("data.train", d.train), ("data.test", d.test)):
             if name == "data.test" and not path:

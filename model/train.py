@@ -42,7 +42,7 @@ from jax.experimental import multihost_utils
 from core.interrupts import exit_code, interrupted
 from core.metrics import summarize
 from core.progress import format_duration
-from core.schema import SchemaError
+from core.schema import SchemaError, board_files
 from model import config as config_lib
 from model import scalar_events
 from model.checkpoint import (
@@ -57,6 +57,7 @@ from model.data import BoardData, DataError, fingerprint, load_boards, make_batc
 from model.devices import cpu_warning, describe_devices, resolve_dtype
 from model.predictor import Predictor
 from model.scalar_events import ScalarEvents
+from model.stream import StreamBatches, estimate_in_memory_bytes, should_stream, stream_fingerprint
 from model.train_step import DATA_AXIS as DATA_AXIS
 from model.train_step import Placement as Placement
 from model.train_step import TrainState as TrainState
@@ -269,9 +270,8 @@ def train(
     if warning:
         log(warning)
 
-    batches = make_batches(
-        config.model.backbone,
-        train_data,
+    batches = train_data.batches(
+        config,
         t.target,
         t.num_bins,
         t.batch_size,
@@ -285,6 +285,11 @@ def train(
         process_index=jax.process_index(),
         process_count=jax.process_count(),
     )
+    if meta is not None and meta.get("loader", {"streaming": False}) != train_data.loader:
+        log(
+            f"warning: the loader differs from the checkpoint's ({meta.get('loader')} vs "
+            f"{train_data.loader}): the data order does not continue exactly"
+        )
     evaluator = Evaluator(config, test_data, placement) if test_data else None
     step_fn = compile_train_step(config, placement)
     metrics_log = MetricsLog(out, is_main, start_step)
@@ -314,7 +319,8 @@ def train(
             {
                 "step": step,
                 "data_position": batches.position,
-                "data_fingerprint": fingerprint(train_data),
+                "data_fingerprint": train_data.fingerprint,
+                "loader": train_data.loader,
                 "config": config.to_dict(),
                 "log_window": [{k: float(v) for k, v in m.items()} for m in window],
             },
@@ -427,25 +433,100 @@ def _open_run_dir(
     return checkpointer, resume_step, meta
 
 
+@dataclass
+class TrainData:
+    """The training split as the loop reads it: loaded whole (`boards`) or streamed from
+    `files` (model/stream.py)."""
+
+    files: list[str]
+    boards: BoardData | None
+    memory_budget_gb: float
+    window_items: int | None = None
+
+    @property
+    def streaming(self) -> bool:
+        return self.boards is None
+
+    @property
+    def fingerprint(self) -> dict:
+        return (
+            fingerprint(self.boards) if self.boards is not None else stream_fingerprint(self.files)
+        )
+
+    @property
+    def loader(self) -> dict:
+        """What a resumed run must share to continue the same order (besides the data)."""
+        if self.streaming:
+            return {"streaming": True, "window_items": self.window_items}
+        return {"streaming": False}
+
+    def batches(self, config: Config, *args, **kwargs):
+        """The loader over this split (arguments as model.data.Batches')."""
+        if self.boards is not None:
+            return make_batches(config.model.backbone, self.boards, *args, **kwargs)
+        try:
+            stream = StreamBatches(
+                self.files, *args, memory_budget_gb=self.memory_budget_gb, **kwargs
+            )
+        except ValueError as e:  # a budget that cannot hold one block besides a window
+            raise ConfigError(f"data.memory_budget_gb: {e}") from None
+        self.window_items = stream.window_items
+        return stream
+
+
+def _size(num_bytes: float) -> str:
+    return f"{num_bytes / 1e9:.1f} GB" if num_bytes >= 1e9 else f"{num_bytes / 1e6:.1f} MB"
+
+
 def _load_data(
     config: Config, meta: dict | None, log: Callable[[str], None]
-) -> tuple[BoardData, BoardData | None]:
-    """The train and test boards, with a warning when they are not the resumed run's."""
+) -> tuple[TrainData, BoardData | None]:
+    """The train split (loaded, or opened for streaming when `data.streaming` or when it would
+    not fit in `data.memory_budget_gb`) and the test boards, with a warning when they are not
+    the resumed run's."""
+    d = config.data
     started = time.perf_counter()
-    train_data = load_boards(config.data.train)
-    test_data = load_boards(config.data.test) if config.data.test else None
-    log(
-        f"data: {train_data.num_boards} boards, {train_data.num_pairs} action values "
-        f"from {len(train_data.files)} shard(s) in {time.perf_counter() - started:.1f}s"
-        + (f"; test: {test_data.num_boards} boards" if test_data else "; no test split")
-    )
-    if meta is not None and meta.get("data_fingerprint") != fingerprint(train_data):
+    files = board_files(d.train)
+    streaming = d.streaming or should_stream(files, d.memory_budget_gb)
+    if streaming and not d.streaming:
+        needed = estimate_in_memory_bytes(files) / 1e9
+        problem = (
+            "the gateau backbone loads boards whole"
+            if config.model.backbone == "gateau"
+            else f"train.sampler {config.train.sampler!r} needs the whole table"
+            if config.train.sampler != "uniform"
+            else None
+        )
+        if problem:
+            raise ConfigError(
+                f"data.train needs ~{needed:.1f} GB in memory, above data.memory_budget_gb = "
+                f"{d.memory_budget_gb}, and streaming cannot serve it: {problem}; raise the budget"
+            )
+    test_data = load_boards(d.test) if d.test else None
+    test = f"; test: {test_data.num_boards} boards" if test_data else "; no test split"
+    if streaming:
+        train = TrainData(files, None, d.memory_budget_gb)
+        boards = train.fingerprint["boards"]
+        why = (
+            "data.streaming" if d.streaming else f"over data.memory_budget_gb {d.memory_budget_gb}"
+        )
+        log(
+            f"data: streaming {boards} boards from {len(files)} shard(s) ({why}; "
+            f"~{_size(estimate_in_memory_bytes(files))} if loaded){test}"
+        )
+    else:
+        train = TrainData(files, load_boards(d.train), d.memory_budget_gb)
+        log(
+            f"data: {train.boards.num_boards} boards, {train.boards.num_pairs} action values "
+            f"from {len(files)} shard(s) in {time.perf_counter() - started:.1f}s{test}"
+        )
+    if meta is not None and meta.get("data_fingerprint") != train.fingerprint:
         log(
             f"warning: the training data differ from the checkpoint's "
-            f"({meta.get('data_fingerprint')} vs {fingerprint(train_data)}): "
+            f"({meta.get('data_fingerprint')} vs {train.fingerprint}): "
             "the data order does not continue exactly"
         )
-    return train_data, test_data
+    return train, test_data
 
 
 def _restore(
