@@ -114,7 +114,7 @@ bench: setup
 device-check: setup
 	$(PY) -m bench.device_check $(ARGS)
 
-# What the tree search adds on one model (issue 17; ~20 min on 2 cores): JSON in results/search/.
+# What the tree search adds on one model (bench/search_report.py; ~20 min on 2 cores): JSON in results/search/.
 MODEL   ?= models/cpu-av
 search-report: setup
 	$(PY) -m bench.search_report --model $(MODEL) --out $(RESULTS)/search $(ARGS)

@@ -1,4 +1,4 @@
-"""Issue 17's measurements in one command: what the tree search adds on one model.
+"""What the tree search adds on one model, measured in one command.
 
     python -m bench.search_report --model models/cpu-av         # ~20 min on 2 cores
     python -m bench.search_report --model runs/x --parts speed puzzles --num 1000

@@ -1,4 +1,4 @@
-"""bench/search_report.py, issue 17's measurements in one command, at a tiny scale: a random
+"""bench/search_report.py, what search adds measured in one command, at a tiny scale: a random
 tiny model, three puzzles, two games per match."""
 
 from __future__ import annotations

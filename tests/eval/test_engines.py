@@ -260,7 +260,7 @@ def test_pick_index_argmax_and_sampling():
 
 @pytest.mark.parametrize("temperature", [1e-320, 5e-324, 1e-300])
 def test_a_tiny_temperature_picks_among_the_best_instead_of_nan(temperature):
-    # scores / 1e-320 overflowed to inf and inf - inf gave NaN probabilities (issue 14).
+    # scores / 1e-320 overflowed to inf and inf - inf gave NaN probabilities.
     rng = np.random.default_rng(0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

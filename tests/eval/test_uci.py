@@ -179,7 +179,7 @@ def test_malformed_input_is_reported_and_the_engine_keeps_running():
         "position fen 8/8/8/8/8/8/8/8 w - - 0 1",  # parses, but no kings
         "position",
         "position sideways",
-        "position moves e2e4",  # no startpos or fen (issue 14)
+        "position moves e2e4",  # no startpos or fen
         "setoption name Temperature value hot",
         "setoption name Temperature value -0.5",
         "setoption name RepetitionWorkaround value maybe",

@@ -1,4 +1,4 @@
-"""The UCI engine must not die on bad input (issue 14, item 2): every command with a bad
+"""The UCI engine must not die on bad input: every command with a bad
 argument goes to the real engine process with a trained model, and each is followed by
 commands proving the engine alive and still right (`isready` -> `readyok`, then a legal,
 model-chosen `bestmove`). A fuzzer then throws random command lines at the protocol loop
@@ -31,7 +31,7 @@ PROBE = "position startpos moves e2e4 c7c5"  # the board every liveness check pl
 LATE = "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 1000"
 
 # (what a hostile user sent, the error it must produce or None, a `go` to send right after
-# it or None). The first four are issue 14's; the rest were found attacking the parser.
+# it or None): ordinary client mistakes first, then inputs found by attacking the parser.
 BAD_INPUT = [
     ("position moves e2e4", "position needs startpos or fen", None),
     ("setoption name Seed value -1", "Seed must lie in 0..2147483647", None),
