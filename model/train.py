@@ -23,6 +23,7 @@ event files of the same numbers when the `tensorboard` extra is installed
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -447,8 +448,9 @@ class TrainData:
     def streaming(self) -> bool:
         return self.boards is None
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> dict:
+        """Read once: every checkpoint stores it, and streaming reads it from every footer."""
         return (
             fingerprint(self.boards) if self.boards is not None else stream_fingerprint(self.files)
         )
