@@ -22,7 +22,11 @@ that a run cut short keeps what it measured. Its keys:
   then its puzzle accuracy on the first `--num-puzzles` puzzles beside `random` and the
   one-ply material `greedy`; `model_bc`: the same run as behavioural cloning at equal steps,
   when the budget leaves time;
-- `tests`: `pytest tests/model` on the device (passed, failed, skipped, the failures);
+- `profile`: where the step's time goes (bench/profile_step.py), per (size, batch, variant):
+  XLA's FLOPs and bytes against the device's roofline, and a profiler trace of a few steps
+  summed by kernel category (the traces and optimised HLO land in `<out>/profiles`);
+- `tests`: `pytest tests/model` on the device (passed, failed, skipped, the failures), run
+  beside the model runs;
 - `errors`: the exception of each step that failed (the other steps still run);
 - `budget`: the seconds each step took, and the steps left out for lack of time.
 
@@ -75,6 +79,13 @@ class Plan:
     num_puzzles: int = 1000
     tests: tuple[str, ...] = ("-m", "not slow", "tests/model")
     tests_seconds: float = 120.0
+    # (size, batch, variant) of each profiled step (bench/profile_step.py).
+    profiles: tuple[tuple[str, int, str | None], ...] = (
+        ("9M", 2048, None),
+        ("9M", 2048, "cudnn_attention"),
+        ("136M", 512, None),
+        ("9M", 4096, None),
+    )
 
 
 DRY_RUN = Plan(
@@ -93,6 +104,7 @@ DRY_RUN = Plan(
     num_puzzles=10,
     tests=("tests/model/test_devices.py",),
     tests_seconds=120.0,
+    profiles=(("tiny", 32, None), ("tiny", 32, "cudnn_attention")),
 )
 
 # Rough cost of each optional step on an H100/H200 (compilation included), to decide whether
@@ -303,23 +315,43 @@ def train_and_solve(
     }
 
 
-def run_tests(plan: Plan, seconds: float, out: Path) -> dict:
-    """pytest over `plan.tests` in a child process (the device's memory is grown on demand in
-    both, not preallocated), read from its -v lines so that a run cut off still counts."""
-    log = out / "device-tests.log"
-    env = {
-        **os.environ,
-        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-        "PYTHONUNBUFFERED": "1",
-    }
-    command = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *plan.tests]
-    timed_out = False
-    with open(log, "w") as f:
+def profile(size: str, batch: int, variant: str | None, out: Path) -> dict:
+    from bench.profile_step import profile_train_step
+
+    result = profile_train_step(size, batch, variant=variant, out=str(out / "profiles"))
+    result["trace"]["top"] = result["trace"]["top"][:8]  # the rest is in out/profiles
+    return result
+
+
+class TestRun:
+    """pytest over `plan.tests` in a child process started now, beside the steps that follow
+    (the device's memory is grown on demand in both, not preallocated); `finish` reads its -v
+    lines, so that a run cut off still counts."""
+
+    def __init__(self, plan: Plan, out: Path):
+        self.plan, self.log = plan, out / "device-tests.log"
+        env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "PYTHONUNBUFFERED": "1"}
+        command = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *plan.tests]
+        self.started = time.monotonic()
+        with open(self.log, "w") as f:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT
+            )
+
+    def finish(self, wait_s: float) -> dict:
+        timed_out = False
         try:
-            subprocess.run(command, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
-                           timeout=seconds, check=False)  # fmt: skip
+            self.process.wait(timeout=max(wait_s, 1.0))
         except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
             timed_out = True
+        result = parse_test_log(self.plan, self.log, timed_out)
+        result["seconds"] = round(time.monotonic() - self.started, 1)
+        return result
+
+
+def parse_test_log(plan: Plan, log: Path, timed_out: bool) -> dict:
     outcomes: dict[str, str] = {}
     for line in log.read_text().splitlines():
         match = re.match(r"^(tests/\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)", line)
@@ -385,17 +417,35 @@ def check(args: argparse.Namespace) -> Path:
         if not puzzles:
             shared = DEFAULT_PUZZLES / PUZZLES_FILE
             puzzles = str(shared if shared.exists() else SAMPLE_PUZZLES)
-        av_steps = model_steps(plan, data["train"])
+        data["profile"] = {}
+        for size, batch, variant in plan.profiles:
+            key = f"{size}_{batch}" + (f"_{variant}" if variant else "")
+            result = steps.run(
+                f"profile_{key}",
+                lambda s=size, b=batch, v=variant: profile(s, b, v, out),
+                needs_s=0 if args.dry_run else 20.0,
+            )
+            if result:
+                data["profile"][key] = result
+        # The tests run beside the model runs: their compilations are the device machine's
+        # CPUs' work, and their device use slows the runs' steps a little (said in the JSON).
+        tests = TestRun(plan, out) if steps.selected("tests") else None
+        av_steps = args.model_steps or model_steps(plan, data["train"])
         data["model"] = steps.run(
             "model", lambda: train_and_solve(plan, model_data, puzzles, "av", av_steps, work)
         )
-        tests_seconds = max(30.0, min(plan.tests_seconds, steps.left() - 20))
-        data["tests"] = steps.run("tests", lambda: run_tests(plan, tests_seconds, out))
         data["model_bc"] = steps.run(
             "model_bc",
             lambda: train_and_solve(plan, model_data, puzzles, "bc", av_steps, work),
             needs_s=0 if args.dry_run else OPTIONAL_SECONDS["model_bc"],
         )
+        if tests:
+            left = plan.tests_seconds - (time.monotonic() - tests.started)
+            wait = max(10.0, min(left, steps.left() - 10))
+            data["tests"] = steps.run("tests", lambda: tests.finish(wait))
+            for key in ("model", "model_bc"):
+                if data[key]:
+                    data[key]["beside_tests"] = True
         for size in plan.optional_train_sizes:
             result = steps.run(
                 f"train_{size}",
@@ -416,6 +466,14 @@ def summary(data: dict) -> str:
         lines.append(
             f"train {size}: {r.get('examples_per_s')} ex/s, {r.get('step_ms')} ms/step, "
             f"MFU {r.get('mfu')}, vs reference {r.get('vs_reference')}"
+        )
+    for key, r in (data.get("profile") or {}).items():
+        cost, trace = r["cost"], r["trace"]
+        lines.append(
+            f"profile {key}: {r['step_ms']} ms/step, device busy {trace['busy_ms']} ms, "
+            f"{trace['kernels_per_step']} kernels, {cost.get('bound')}-bound "
+            f"(compute {cost.get('compute_ms')} ms, memory {cost.get('memory_ms')} ms), "
+            f"{trace['categories_share']}"
         )
     inference = data.get("inference") or {}
     lines.append(
@@ -443,7 +501,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", help="annotated train shards for the model step")
     parser.add_argument("--puzzles", help=f"puzzle CSV (default: ../shared's {PUZZLES_FILE})")
     parser.add_argument(
-        "--only", help="comma list of steps to run (train, inference, model, tests, model_bc)"
+        "--only",
+        help="comma list of steps to run (train, profile, inference, model, tests, model_bc)",
+    )
+    parser.add_argument(
+        "--model-steps", type=int, help="steps of the AV and BC runs (default: from the budget)"
     )
     args = parser.parse_args(argv)
     try:

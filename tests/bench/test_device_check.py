@@ -48,6 +48,11 @@ def test_the_dry_run_runs_every_step_and_writes_the_json(tmp_path):
         solved = model["puzzles"]
         assert set(solved) == {"file", f"tiny-{target}", "greedy", "random"}
         assert all(solved[a]["total"] == 10 for a in ("greedy", "random", f"tiny-{target}"))
+    assert set(report["profile"]) == {"tiny_32", "tiny_32_cudnn_attention"}
+    for profiled in report["profile"].values():
+        assert profiled["step_ms"] > 0 and profiled["cost"]["xla_flops"] > 0
+        assert 0 < profiled["trace"]["busy_ms"] and profiled["trace"]["top"]
+    assert (tmp_path / "profiles" / "profile-tiny-32.hlo.txt.gz").exists()
     tests = report["tests"]
     assert tests["passed"] >= 1 and tests["failures"] == [] and not tests["timed_out"]
     assert "greedy" in run.stdout and "wrote " in run.stdout

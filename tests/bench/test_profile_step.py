@@ -1,0 +1,59 @@
+"""bench/profile_step.py's reading of a profiler trace: the device's busy time is the union of
+its kernels' intervals, and only the device's stream threads count."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.profile_step import busy_us, category, summarise_trace
+
+
+def kernel(ts: float, dur: float, name: str = "loop_add_fusion", tid: int = 7) -> dict:
+    return {"ph": "X", "pid": 2, "tid": tid, "ts": ts, "dur": dur, "name": name}
+
+
+def trace(*events: dict) -> dict:
+    names = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "/device:GPU:0"}},
+        {"ph": "M", "pid": 2, "tid": 7, "name": "thread_name", "args": {"name": "Stream #7"}},
+        {"ph": "M", "pid": 2, "tid": 8, "name": "thread_name", "args": {"name": "XLA Ops"}},
+    ]
+    return {"traceEvents": names + list(events)}
+
+
+def test_overlapping_kernels_are_counted_once():
+    events = [kernel(0, 10), kernel(5, 10), kernel(30, 5), kernel(31, 1)]
+    assert busy_us(events) == pytest.approx(20.0)
+
+
+def test_only_device_streams_count_and_idle_is_the_rest_of_the_step():
+    summary = summarise_trace(
+        trace(
+            kernel(0, 1000, "sm90_xmma_gemm_bf16"),
+            kernel(1000, 500, "loop_multiply_fusion"),
+            kernel(0, 4000, "fusion.3", tid=8),  # the derived "XLA Ops" line: not a kernel
+            {"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 9000, "name": "PjitFunction"},
+        ),
+        steps=1,
+        wall_ms=3.0,
+    )
+    assert summary["source"] == "device streams"
+    assert summary["busy_ms"] == pytest.approx(1.5) and summary["idle_ms"] == pytest.approx(1.5)
+    assert summary["kernels_per_step"] == 2
+    assert summary["categories_ms"] == {"matmul": 1.0, "elementwise": 0.5}
+    assert summary["top"][0]["name"] == "sm90_xmma_gemm_bf16"
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("nvjet_tst_128x64_64x8_1x1_v_bz_coopB_TNN", "matmul"),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop", "attention"),
+        ("input_reduce_fusion_3", "reduction"),
+        ("loop_convert_fusion_12", "elementwise"),
+        ("Memcpy HtoD", "copy"),
+    ],
+)
+def test_kernels_are_sorted_into_categories(name, expected):
+    assert category(name) == expected
