@@ -441,7 +441,13 @@ def check(args: argparse.Namespace) -> Path:
         )
         if tests:
             left = plan.tests_seconds - (time.monotonic() - tests.started)
-            wait = max(10.0, min(left, steps.left() - 10))
+            # ...leaving the optional shapes that follow their time.
+            later = sum(
+                OPTIONAL_SECONDS.get(size, 120.0)
+                for size in plan.optional_train_sizes
+                if steps.selected(f"train_{size}") and not args.dry_run
+            )
+            wait = max(10.0, min(left, steps.left() - 10 - later))
             data["tests"] = steps.run("tests", lambda: tests.finish(wait))
             for key in ("model", "model_bc"):
                 if data[key]:

@@ -123,7 +123,9 @@ def _forward(
         (MAX_SEQUENCE_LENGTH, width),
         init=hk.initializers.TruncatedNormal(stddev=model.positional_init_scale),
     )
-    h = lookup(embed.embeddings, tokens) * np.sqrt(width) + positions[: tokens.shape[1]]
+    # A Python float, weakly typed: numpy's float64 would promote bfloat16 activations to
+    # float32, and every matrix product after it with them (tf32 on a GPU, not bf16).
+    h = lookup(embed.embeddings, tokens) * float(np.sqrt(width)) + positions[: tokens.shape[1]]
     for i in range(model.num_layers):
         # Only the last position is read, and in the last block nothing else depends on the
         # other positions' outputs: it computes the last position alone (keys and values

@@ -13,6 +13,19 @@ import zstandard
 from core.engine_path import EngineNotFoundError, find_engine
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config):
+    """On a GPU, XLA's default float32 matrix product is tf32 (a 10-bit mantissa), whose
+    rounding differs between batch shapes by ~1e-3: the tests that compare two paths of one
+    float32 computation (a padded batch and one board alone) ask for full float32 there.
+    CPUs compute float32 products in full either way."""
+    import jax
+
+    if jax.default_backend() == "gpu":
+        jax.config.update("jax_default_matmul_precision", "highest")
+
+
 SHARED_DATA = ROOT.parent / "shared" / "data"
 SAMPLE = ROOT / "data" / "sample"
 

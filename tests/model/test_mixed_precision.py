@@ -56,3 +56,39 @@ def test_bfloat16_training_follows_the_float32_loss_curve(synthetic_data, tmp_pa
     saved, config, _ = load_params(str(tmp_path / "bf16"), use_ema=False)
     assert config.train.dtype == "bfloat16"
     assert all(x.dtype == np.float32 for x in jax.tree_util.tree_leaves(saved))
+
+
+@pytest.mark.parametrize("target", ["av", "bc"])
+def test_every_matrix_product_of_a_bfloat16_step_multiplies_bfloat16(target):
+    """A single float32 operand (a numpy scalar promoting the activations, say) turns the
+    step's matrix products into float32 ones, which a GPU runs as tf32 at half bf16's rate:
+    the step would be float32 in all but name."""
+    from model.train_step import make_loss
+    from model.transformer import example_inputs, init_params
+
+    config = config_lib.from_dict(
+        {
+            "model": {"num_layers": 2, "embedding_dim": 32, "num_heads": 2},
+            "train": {"target": target, "dtype": "bfloat16"},
+        }
+    )
+    states, actions = example_inputs(config, batch=4)
+    batch = {"states": states, "targets": np.zeros((4,), np.int32)}
+    if actions is not None:
+        batch["actions"] = actions
+    params = init_params(config)
+    jaxpr = jax.make_jaxpr(jax.grad(lambda p: make_loss(config)(p, batch)[0]))(params)
+
+    def products(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "dot_general":
+                yield eqn
+            for value in eqn.params.values():
+                inner = getattr(value, "jaxpr", None)
+                if inner is not None:
+                    yield from products(getattr(inner, "jaxpr", inner))
+
+    found = list(products(jaxpr.jaxpr))
+    assert len(found) > 10
+    kinds = {tuple(str(v.aval.dtype) for v in eqn.invars) for eqn in found}
+    assert kinds == {("bfloat16", "bfloat16")}

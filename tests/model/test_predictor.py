@@ -37,7 +37,9 @@ def tiny(target: str) -> config_lib.Config:
     return config_lib.from_dict(
         {
             "model": {"num_layers": 1, "embedding_dim": 32, "num_heads": 2},
-            "train": {"target": target, "num_bins": 16, "seed": 4},
+            # float32 on every device: the tests compare the predictor's paths with the
+            # network applied directly, in float32.
+            "train": {"target": target, "num_bins": 16, "seed": 4, "dtype": "float32"},
         }
     )
 
