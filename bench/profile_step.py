@@ -8,9 +8,10 @@ Prints one JSON object (and writes it to `<out>/profile-<size>-<batch>[-<variant
 beside the step's optimised HLO and the trace, when `--out` is given):
 
 - `step_ms`: the median step over the profiled steps (wall, from the host);
-- `cost`: XLA's own count of the step's FLOPs and bytes accessed, the time each would take at
-  the device's peak (`compute_ms` at its dense bf16 peak, `memory_ms` at its HBM bandwidth)
-  and `bound`, the larger; `model_flops` is the MFU numerator (model/devices.py);
+- `cost`: XLA's own count of the step's FLOPs and bytes accessed beside the model's FLOPs
+  (the MFU numerator, model/devices.py), the time each would take at the device's peak
+  (`compute_ms` at its dense bf16 peak, `memory_ms` at its HBM bandwidth) and `bound`, the
+  larger;
 - `trace`: from `jax.profiler` (perfetto JSON): per step the device's busy time (the union of
   its kernels' intervals), the kernels launched, `idle_ms` (wall minus busy: the host or
   launch gaps), the time per kernel category (matmul, attention, reduction, elementwise
@@ -181,13 +182,17 @@ def cost_of(compiled) -> dict:
     return {"flops": float(cost.get("flops", 0.0)), "bytes": float(cost.get("bytes accessed", 0.0))}
 
 
-def roofline(cost: dict, device_kind: str, num_devices: int) -> dict:
+def roofline(cost: dict, model_flops: float, device_kind: str, num_devices: int) -> dict:
+    """The step's time at the device's peak compute and at its HBM bandwidth. XLA's count
+    leaves out the FLOPs of library calls (cuBLAS products on a GPU), so the compute side is
+    the larger of its count and the model's FLOPs; its bytes are a lower bound likewise."""
     from bench.train import peak_tflops_of
 
-    out = {"xla_flops": cost["flops"], "xla_bytes": cost["bytes"]}
+    out = {"model_flops": model_flops, "xla_flops": cost["flops"], "xla_bytes": cost["bytes"]}
     peak, bandwidth = peak_tflops_of(device_kind), bandwidth_of(device_kind)
     if peak and bandwidth:
-        compute = cost["flops"] / (peak * 1e12 * num_devices) * 1e3
+        flops = max(cost["flops"], model_flops)
+        compute = flops / (peak * 1e12 * num_devices) * 1e3
         memory = cost["bytes"] / (bandwidth * 1e9 * num_devices) * 1e3
         out.update(
             peak_tflops=peak,
@@ -195,7 +200,7 @@ def roofline(cost: dict, device_kind: str, num_devices: int) -> dict:
             compute_ms=round(compute, 3),
             memory_ms=round(memory, 3),
             bound="memory" if memory > compute else "compute",
-            flops_per_byte=round(cost["flops"] / max(cost["bytes"], 1.0), 1),
+            flops_per_byte=round(flops / max(cost["bytes"], 1.0), 1),
         )
     return out
 
@@ -289,10 +294,9 @@ def profile_train_step(
             "examples_per_s": round(batch_size / (step_ms / 1e3), 1),
             "compile_s": round(compile_s, 1),
             "loss": float(np.asarray(metrics["loss"])),
-            "cost": {
-                "model_flops": model_flops,
-                **roofline(cost_of(compiled), device.device_kind, len(jax.devices())),
-            },
+            "cost": roofline(
+                cost_of(compiled), model_flops, device.device_kind, len(jax.devices())
+            ),
             "trace": summarise_trace(trace, steps, step_ms),
         }
         if out:

@@ -57,3 +57,14 @@ def test_only_device_streams_count_and_idle_is_the_rest_of_the_step():
 )
 def test_kernels_are_sorted_into_categories(name, expected):
     assert category(name) == expected
+
+
+def test_the_roofline_counts_the_model_flops_that_xla_leaves_to_libraries():
+    from bench.profile_step import roofline
+
+    # XLA counted 0.5 TFLOP (cuBLAS products not among them) of a step of 8.5 model TFLOP.
+    cost = roofline({"flops": 0.5e12, "bytes": 110e9}, 8.5e12, "NVIDIA H200", 1)
+    assert cost["compute_ms"] == pytest.approx(8.5e12 / 989e12 * 1e3, rel=1e-3)
+    assert cost["memory_ms"] == pytest.approx(110e9 / 4800e9 * 1e3, rel=1e-3)
+    assert cost["bound"] == "memory"
+    assert "compute_ms" not in roofline({"flops": 1.0, "bytes": 1.0}, 1.0, "cpu", 1)
