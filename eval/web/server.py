@@ -129,8 +129,11 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self, method: str) -> None:
         url = urlsplit(self.path)
         try:
+            # A POST's body is read first, whatever the answer: HTTP/1.1 keeps the
+            # connection, and a body left unread would be taken for the next request.
+            raw = self._read_body() if method == "POST" else b""
             if url.path.startswith("/api/"):
-                self._api(method, url.path, url.query)
+                self._api(method, url.path, url.query, raw)
             elif method != "GET":
                 self._error(HTTPStatus.METHOD_NOT_ALLOWED, f"{method} {url.path}: use GET")
             else:
@@ -156,26 +159,31 @@ class Handler(BaseHTTPRequestHandler):
             return
         self._error(HTTPStatus.NOT_FOUND, f"no such page: {path}")
 
-    def _params(self, method: str, query: str, route: Route) -> dict:
+    def _params(self, method: str, query: str, route: Route, raw: bytes) -> dict:
         if method == "GET":
             parsed = parse_qs(query, keep_blank_values=True)
             params = {key: values[-1] for key, values in parsed.items()}
         else:
-            params = self._body()
+            params = self._json_body(raw)
         unknown = sorted(set(params) - set(route.params))
         if unknown:
             expected = ", ".join(route.params) or "none"
             raise api.ApiError(400, f"unknown parameter {unknown[0]!r}; expected: {expected}")
         return params
 
-    def _body(self) -> dict:
+    def _read_body(self) -> bytes:
         try:
             length = int(self.headers.get("Content-Length", "0"))
         except ValueError:
+            self.close_connection = True  # where the next request starts is unknown
             raise api.ApiError(400, "bad Content-Length") from None
         if length > MAX_BODY_BYTES:
+            self.close_connection = True  # the body is not read
             raise api.ApiError(413, f"the body is over {MAX_BODY_BYTES} bytes")
-        raw = self.rfile.read(length) if length > 0 else b""
+        return self.rfile.read(length) if length > 0 else b""
+
+    @staticmethod
+    def _json_body(raw: bytes) -> dict:
         try:
             body = json.loads(raw or b"{}")
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -184,15 +192,13 @@ class Handler(BaseHTTPRequestHandler):
             raise api.ApiError(400, "the body must be a JSON object")
         return body
 
-    def _api(self, method: str, path: str, query: str) -> None:
+    def _api(self, method: str, path: str, query: str, raw: bytes) -> None:
         route = ROUTES.get(path)
         if route is None:
             raise api.ApiError(404, f"no such API: {path}; there are {', '.join(ROUTES)}")
         if method != route.method:
-            if method == "POST":  # the body must be read, or the connection is left dirty
-                self._body()
             raise api.ApiError(405, f"{method} {path}: use {route.method}")
-        params = self._params(method, query, route)
+        params = self._params(method, query, route, raw)
         store, settings = self.server.store, self.server.settings
         if path == "/api/models":
             self._json(200, api.models(store, settings))

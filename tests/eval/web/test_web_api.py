@@ -4,6 +4,7 @@ helpers (position, FEN/PGN paste, PGN export), and one clear 4xx line for every 
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
 
@@ -205,3 +206,21 @@ def test_a_body_that_is_not_json_gets_one_clear_line(client):
     assert status == 400 and body["error"].startswith("the body is not JSON")
     # The server goes on answering.
     assert client.get("/api/models")[0] == 200
+
+
+def test_a_refused_post_leaves_the_connection_usable(web_server):
+    # HTTP/1.1 keeps the connection: a body left unread would be read as the next request.
+    host, port = web_server[0].removeprefix("http://").rstrip("/").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        for path in ("/api/nothing", "/index.html", "/api/models"):
+            connection.request("POST", path, body=json.dumps({"fen": START}))
+            response = connection.getresponse()
+            assert response.status in (404, 405)
+            assert "error" in json.loads(response.read())
+            connection.request("GET", "/api/models")
+            response = connection.getresponse()
+            assert response.status == 200
+            response.read()
+    finally:
+        connection.close()
