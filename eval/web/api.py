@@ -21,6 +21,7 @@ import chess.pgn
 import numpy as np
 
 from core.game_end import board_outcome
+from core.targets import target_kind
 from eval.engines import NeuralAgent
 from eval.evaluators import make_evaluator
 from eval.mcts import SearchConfig, SearchLimit, TreeSearch
@@ -217,7 +218,7 @@ def analysis(
         ucis, scores = agent.scored_moves(board)
         if value_predictor is not None:
             wins = dict(zip(*NeuralAgent(value_predictor).scored_moves(board), strict=True))
-        elif agent.target != "bc":
+        elif target_kind(agent.target).value_head:
             wins = dict(zip(ucis, scores, strict=True))
         else:
             wins = {}
