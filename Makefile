@@ -14,10 +14,10 @@ $(error ACCEL=$(ACCEL) is not one of: cpu cuda cuda12 cuda13 tpu)
 endif
 ACCEL_STAMP := $(if $(filter-out cpu,$(ACCEL_EXTRA)),.venv/.installed-$(ACCEL_EXTRA))
 
-.PHONY: setup engine test test-fast lint demo cpu-model annotate train puzzles bench \
+.PHONY: setup engine browser web test test-fast lint demo cpu-model annotate train puzzles bench \
 	device-check search-report clean
 
-setup: $(STAMP) $(ACCEL_STAMP) engine
+setup: $(STAMP) $(ACCEL_STAMP) engine browser
 
 $(STAMP): pyproject.toml constraints.txt
 	@[ -x $(PY) ] || python3 -m venv .venv
@@ -39,6 +39,19 @@ engine:
 		{ $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q stockfish >/dev/null; }; \
 	fi
 	@$(PY) -m core.engine_path
+
+# Debian's chromium and its driver, for the web board's test in a real browser
+# (tests/eval/web); without them that test skips, saying so, and nothing else needs them.
+BROWSER_FOUND = command -v chromedriver >/dev/null 2>&1 && { command -v chromium || \
+	command -v chromium-browser || command -v google-chrome; } >/dev/null 2>&1
+browser:
+	@if ! { $(BROWSER_FOUND); }; then \
+		echo "No chromium/chromedriver found: installing Debian's packages"; \
+		$(SUDO) apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -q >/dev/null && \
+		  $(SUDO) apt-get install -y -q chromium chromium-driver >/dev/null; } || \
+		echo "Could not install chromium: the web board's browser test will skip"; \
+	fi
 
 test: setup
 	$(PY) -m pytest -q tests
@@ -95,6 +108,11 @@ puzzles: setup
 	$(PY) -m eval.puzzles $(foreach a,$(AGENT),--agent $(a)) --puzzles $(PUZZLES) --num $(NUM) \
 		--out $(RESULTS)/puzzles.json --plot $(RESULTS)/puzzles.png
 
+# The web board (eval/web): play the model and read its move values in a browser, at
+# http://127.0.0.1:8000/ by default. WEB_ARGS: e.g. "--model models/cpu-av --port 8080".
+web: setup
+	$(PY) -m eval.web $(WEB_ARGS)
+
 bench: setup
 	$(PY) -m bench.tokenize
 	$(PY) -m bench.annotate
@@ -106,6 +124,7 @@ bench: setup
 	$(PY) -m bench.zstd_read
 	$(PY) -m bench.uci
 	$(PY) -m bench.search
+	$(PY) -m bench.web
 
 # The device check (bench/device_check.py; ~7 min on one H100 or H200): the train step's
 # examples/s and MFU against the reference on the same device, inference, a short training run

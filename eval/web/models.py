@@ -1,0 +1,168 @@
+"""The models the web board offers: the run dirs under the checkout's models/ plus the ones
+named on the command line, each loaded once on first use and kept.
+
+A model is named on the page and in the API by its label (`cpu`, `cpu-av`: the run dir's
+name, as the UCI engine labels it), never by a path, so a request cannot make the server
+read an arbitrary directory. Loading and every network call happen under one lock: the
+tree search is not thread-safe and two cores gain nothing from running two models at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import tomllib
+from dataclasses import dataclass, field
+
+from core.paths import project_root, resolve_path
+from core.targets import target_kind
+from eval.uci_choosers import keep_compilations_on_disk, label
+from eval.uci_options import DEFAULT_WEIGHTS, UciOptions
+
+MODELS_DIR = "models"
+# A value model of "none": a BC policy then shows probabilities only and cannot search.
+NO_VALUE = "none"
+
+
+class ModelError(Exception):
+    """A model that cannot serve; `status` is the HTTP status the API answers with."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str  # the label the page and the API use
+    path: str  # absolute run dir (or checkpoint dir)
+    target: str  # "bc", "av", "sv"; "" when its config.toml does not say (known once loaded)
+
+    @property
+    def kind(self) -> str:
+        """What its move scores are: a policy's probabilities or a value model's win chances."""
+        return "win" if self.target and target_kind(self.target).value_head else "prob"
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "target": self.target, "kind": self.kind}
+
+
+def read_target(path: str) -> str:
+    """The training target its config.toml names, without loading the checkpoint."""
+    try:
+        with open(os.path.join(path, "config.toml"), "rb") as f:
+            return str(tomllib.load(f).get("train", {}).get("target", ""))
+    except (OSError, tomllib.TOMLDecodeError):
+        return ""
+
+
+def is_run_dir(path: str) -> bool:
+    return os.path.isdir(os.path.join(path, "checkpoints"))
+
+
+def discover(directory: str) -> list[ModelInfo]:
+    """The run dirs directly under `directory`, by name."""
+    if not os.path.isdir(directory):
+        return []
+    found = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if is_run_dir(path):
+            found.append(ModelInfo(name, os.path.abspath(path), read_target(path)))
+    return found
+
+
+def _resolved(given: str, start_dir: str, what: str) -> ModelInfo:
+    resolved = resolve_path(given, start_dir)
+    if resolved.path is None:
+        raise ModelError(404, f"no {what}: {resolved.describe_missing()}")
+    return ModelInfo(label(resolved.path), resolved.path, read_target(resolved.path))
+
+
+@dataclass
+class ModelStore:
+    """The offered models, the defaults the page starts with, and the loaded predictors."""
+
+    models: dict[str, ModelInfo]
+    default_model: str
+    default_value: str | None  # the value model beside a BC policy; None: none
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    # Compiling the search's shapes takes the first search half a minute where XLA's disk
+    # cache is empty: done in the background at the start, under a lock of its own so the
+    # page can analyse meanwhile, and waited for by a search.
+    _warm_lock: threading.Lock = field(default_factory=threading.Lock)
+    _predictors: dict[str, object] = field(default_factory=dict)
+    _warmed: dict[str, int] = field(default_factory=dict)  # name -> boards per call compiled
+
+    @classmethod
+    def create(cls, model: str | None, value: str | None, start_dir: str) -> ModelStore:
+        """The store for `--model` (default models/cpu) and `--value` (default: the UCI
+        engine's rule, models/cpu-av beside the default model; "none" for none). ModelError
+        naming the path when either is missing."""
+        chosen = _resolved(model or DEFAULT_WEIGHTS, start_dir, "model")
+        options = UciOptions(weights=model or DEFAULT_WEIGHTS, value_weights=value or "")
+        value_path = "" if value == NO_VALUE else options.value_model_path()
+        companion = None
+        if value_path:
+            try:
+                companion = _resolved(value_path, start_dir, "value model")
+            except ModelError:
+                if value:  # named: its absence is an error; the default's may be quiet
+                    raise
+        root = project_root()
+        offered = discover(os.path.join(root or start_dir, MODELS_DIR))
+        models = {info.name: info for info in offered}
+        for info in (chosen, companion):
+            if info is not None:
+                models.setdefault(info.name, info)
+        return cls(models, chosen.name, companion.name if companion else None)
+
+    def info(self, name: str) -> ModelInfo:
+        if name not in self.models:
+            known = ", ".join(sorted(self.models)) or "none"
+            raise ModelError(404, f"unknown model {name!r}; the models here: {known}")
+        return self.models[name]
+
+    def predictor(self, name: str):
+        """The loaded model.predictor.Predictor of `name` (loaded and warmed up once)."""
+        info = self.info(name)
+        with self.lock:
+            if name not in self._predictors:
+                # JAX only once a model is wanted: the page and the errors need none.
+                from model.predictor import Predictor
+
+                keep_compilations_on_disk()
+                try:
+                    predictor = Predictor.from_checkpoint(info.path)
+                    predictor.warm_up(max_boards=1)
+                # A checkpoint can fail to load in as many ways as orbax and JAX have
+                # errors; the server reports which and goes on.
+                except Exception as e:
+                    raise ModelError(
+                        500, f"cannot load model {name!r} ({info.path}): {type(e).__name__}: {e}"
+                    ) from None
+                self._predictors[name] = predictor
+                self._warmed[name] = 1
+                self.models[name] = ModelInfo(info.name, info.path, predictor.config.target)
+            return self._predictors[name]
+
+    def warm_up(self, name: str, boards: int) -> None:
+        """Compiles the shapes of `boards` boards per network call (the search's batch)."""
+        predictor = self.predictor(name)
+        with self._warm_lock:
+            if self._warmed.get(name, 1) < boards:
+                predictor.warm_up(max_boards=boards)
+                self._warmed[name] = boards
+
+    def value_model(self, model: str, value: str | None) -> str | None:
+        """The value model to pair with `model` for a request naming `value` (None: the
+        default; "none": none). None beside an AV or SV model, which values moves itself."""
+        if target_kind(self.models[model].target or "bc").value_head:
+            return None
+        name = self.default_value if value is None else value
+        if name in (None, "", NO_VALUE):
+            return None
+        self.predictor(name)  # loads it and so learns its target
+        if not target_kind(self.models[name].target).value_head:
+            raise ModelError(400, f"value model {name!r} is a BC model, not an AV or SV one")
+        return name

@@ -1,0 +1,208 @@
+// The page: the game (a start FEN and the UCI moves from it), the model's replies, and its
+// analysis of each position (arrows, value bar, move table), all through /api/*.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const MAX_ARROWS = 6;
+const MIN_ARROW_WEIGHT = 0.04;
+// A value model's moves differ by a few points of win chance: arrows by distance to the best.
+const WIN_SPREAD = 0.04;
+
+const game = { startFen: "", moves: [] };
+let position = null;
+let generation = 0; // answers to an older state of the game are dropped
+
+async function api(path, params, method = "GET") {
+  let url = path, init = { method };
+  if (method === "GET") url += "?" + new URLSearchParams(params);
+  else init = { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(params) };
+  const response = await fetch(url, init);
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+function modelParams() {
+  return {
+    model: $("model").value,
+    value: $("value").value,
+    simulations: $("search").checked ? Math.max(1, Number($("playouts").value) || 1) : 0,
+  };
+}
+
+const gameParams = () => ({ fen: game.startFen, moves: game.moves.join(" ") });
+const percent = (p) => (100 * p).toFixed(1) + "%";
+
+function showError(message) { $("error").textContent = message || ""; }
+
+async function refresh() {
+  const mine = ++generation;
+  showError("");
+  let pos;
+  try {
+    pos = await api("/api/position", gameParams());
+  } catch (e) { showError(e.message); return; }
+  if (mine !== generation) return;
+  position = pos;
+  const modelSide = $("model-side").value;
+  const modelToMove = !pos.over && modelSide === pos.turn;
+  board.setPosition(pos.fen, modelToMove ? [] : pos.legal, pos.moves[pos.moves.length - 1], pos.check);
+  $("fen").value = pos.fen;
+  $("sans").textContent = pos.sans.map((san, i) => (i % 2 === 0 ? `${i / 2 + 1}. ` : "") + san).join(" ");
+  $("export-pgn").href = "/api/pgn?" + new URLSearchParams({ ...gameParams(), ...players() });
+  if (pos.over) {
+    $("status").textContent = `Game over: ${pos.over.termination} (${pos.over.result})`;
+    clearAnalysis();
+    const white = pos.over.result === "1-0" ? 1 : pos.over.result === "0-1" ? 0 : 0.5;
+    showValue(white);
+    return;
+  }
+  if (modelToMove) {
+    $("status").textContent = `${$("model").value} is thinking…`;
+    try {
+      const reply = await api("/api/play", { ...gameParams(), ...modelParams() }, "POST");
+      if (mine !== generation) return;
+      game.moves.push(reply.move);
+    } catch (e) { if (mine === generation) showError(e.message); return; }
+    return refresh();
+  }
+  $("status").textContent = `${pos.turn === "white" ? "White" : "Black"} to move` + (pos.check ? " (check)" : "");
+  await analyse(mine);
+}
+
+function players() {
+  const side = $("model-side").value, name = $("model").value;
+  return { white: side === "white" ? name : "You", black: side === "black" ? name : "You" };
+}
+
+async function analyse(mine) {
+  $("summary").textContent = "Analysing…";
+  let result;
+  try {
+    result = await api("/api/analysis", { ...gameParams(), ...modelParams() });
+  } catch (e) {
+    if (mine === generation) { showError(e.message); $("summary").textContent = ""; }
+    return;
+  }
+  if (mine !== generation) return;
+  drawAnalysis(result);
+}
+
+function arrowWeights(result) {
+  const moves = result.moves;
+  if (result.search) {
+    const total = moves.reduce((s, m) => s + (m.visits || 0), 0) || 1;
+    return moves.map((m) => (m.visits || 0) / total);
+  }
+  if (result.kind === "prob") return moves.map((m) => m.score);
+  const best = moves[0].score;
+  return moves.map((m) => Math.exp((m.score - best) / WIN_SPREAD));
+}
+
+function drawAnalysis(result) {
+  const weights = arrowWeights(result);
+  const color = result.search ? "#15781b" : "#1f5fbf";
+  const arrows = result.moves
+    .map((m, i) => ({ uci: m.uci, weight: weights[i], color }))
+    .filter((a) => a.weight >= MIN_ARROW_WEIGHT)
+    .sort((a, b) => b.weight - a.weight)
+    .slice(0, MAX_ARROWS)
+    .map((a, i, all) => ({ ...a, weight: a.weight / all[0].weight }));
+  board.setArrows(arrows.reverse()); // the heaviest drawn last, on top
+  const value = result.search ? result.search.white_value : result.white_value;
+  showValue(value);
+  $("score-head").textContent = result.kind === "prob" ? "Policy" : "Win";
+  const rows = result.moves.map((m) => {
+    const tr = document.createElement("tr");
+    tr.dataset.move = m.uci;
+    if (m.uci === (result.search ? result.search.best : result.best)) tr.className = "best";
+    const cells = [m.san, percent(m.score), m.win !== undefined && result.kind === "prob" ? percent(m.win) : "",
+      m.visits !== undefined ? String(m.visits) : "", m.q !== undefined ? percent(m.q) : ""];
+    for (const text of cells) tr.appendChild(document.createElement("td")).textContent = text;
+    tr.addEventListener("click", () => playMove(m.uci));
+    return tr;
+  });
+  document.querySelector("#moves tbody").replaceChildren(...rows);
+  let summary = `${result.model}` + (result.value_model ? ` + ${result.value_model}` : "");
+  if (result.value !== null) summary += `: ${percent(result.value)} for the side to move`;
+  if (result.search) {
+    const s = result.search;
+    summary += `; search ${s.playouts} playouts in ${s.seconds.toFixed(2)} s, ${percent(s.value)}, line ${s.pv.join(" ")}`;
+  }
+  $("summary").textContent = summary;
+}
+
+function clearAnalysis() {
+  board.setArrows([]);
+  document.querySelector("#moves tbody").replaceChildren();
+  $("summary").textContent = "";
+}
+
+function showValue(white) {
+  if (white === null || white === undefined) {
+    $("value-fill").style.height = "50%";
+    $("value-text").textContent = "no value";
+    return;
+  }
+  $("value-fill").style.height = percent(white);
+  $("value-text").textContent = percent(white);
+}
+
+function playMove(uci) {
+  if (!position || !position.legal.some((m) => m.uci === uci)) return;
+  if ($("model-side").value === position.turn) return;
+  game.moves.push(uci);
+  refresh();
+}
+
+const board = new ChessBoard($("board"), playMove);
+
+function newGame(fen = "", moves = []) {
+  game.startFen = fen;
+  game.moves = moves;
+  refresh();
+}
+
+function undo() {
+  const modelSide = $("model-side").value;
+  game.moves.pop();
+  // Back to a position where it is the user's move.
+  if (modelSide !== "none" && game.moves.length && position && position.turn !== modelSide) game.moves.pop();
+  refresh();
+}
+
+async function loadPasted() {
+  try {
+    const loaded = await api("/api/load", { text: $("paste").value }, "POST");
+    newGame(loaded.fen, loaded.moves);
+  } catch (e) { showError(e.message); }
+}
+
+async function start() {
+  const info = await api("/api/models", {});
+  for (const m of info.models) {
+    $("model").add(new Option(`${m.name} (${m.target || "?"})`, m.name, false, m.name === info.default_model));
+    if (m.kind === "win") $("value").add(new Option(m.name, m.name, false, m.name === info.default_value));
+  }
+  $("value").add(new Option("none", "none", false, !info.default_value));
+  $("playouts").max = info.max_simulations;
+  newGame();
+}
+
+$("new-game").addEventListener("click", () => newGame());
+$("undo").addEventListener("click", undo);
+$("flip").addEventListener("click", () => { board.flip(); });
+$("model-move").addEventListener("click", async () => {
+  if (!position || position.over) return;
+  const mine = ++generation;
+  try {
+    const reply = await api("/api/play", { ...gameParams(), ...modelParams() }, "POST");
+    if (mine !== generation) return;
+    game.moves.push(reply.move);
+    refresh();
+  } catch (e) { showError(e.message); }
+});
+$("load").addEventListener("click", loadPasted);
+for (const id of ["model", "value", "search", "playouts"]) $(id).addEventListener("change", () => refresh());
+$("model-side").addEventListener("change", () => refresh());
+start().catch((e) => showError(e.message));
