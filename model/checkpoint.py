@@ -108,11 +108,14 @@ def earlier_complete_steps(directory: str, step: int, items: tuple[str, ...] = I
     ]
 
 
-def _reason(error: BaseException) -> str:
+def failure_reason(error: BaseException) -> str:
     """Why a restore failed, in a few words: the first line of the innermost error (orbax's
     outer ones wrap it with a page of TensorStore spec)."""
-    while error.__cause__ is not None or error.__context__ is not None:
-        error = error.__cause__ or error.__context__
+    while True:
+        inner = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+        if inner is None:
+            break
+        error = inner
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return text if len(text) <= 200 else text[:197] + "..."
 
@@ -123,7 +126,9 @@ _ORBAX_LOGGERS = ("absl", "orbax", "jax._src.distributed")
 
 
 @contextlib.contextmanager
-def _quiet_orbax() -> Iterator[None]:
+def quiet_orbax() -> Iterator[None]:
+    """Orbax's own log lines (its failed restores' tracebacks, from its threads) held back
+    while a restore runs whose failure the caller reports itself."""
     loggers = [logging.getLogger(name) for name in _ORBAX_LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
@@ -140,12 +145,14 @@ def restoring(step_dir: str) -> Iterator[None]:
     """Turns any failure to restore `step_dir` (orbax raises bare Exceptions, ValueErrors,
     JSON errors...) into one DamagedCheckpointError naming it."""
     try:
-        with _quiet_orbax():
+        with quiet_orbax():
             yield
     except (KeyboardInterrupt, SystemExit, MemoryError):
         raise
     except Exception as e:
-        raise DamagedCheckpointError(f"{step_dir} is a damaged checkpoint ({_reason(e)})") from None
+        raise DamagedCheckpointError(
+            f"{step_dir} is a damaged checkpoint ({failure_reason(e)})"
+        ) from None
 
 
 def resolve(path: str, step: int | None = None) -> tuple[str, int]:
