@@ -52,6 +52,15 @@ class SkippedRow:
     error: str
 
 
+def _check_file(path: str, what: str) -> None:
+    """FileNotFoundError for a missing `path`, NotTextError for a directory (opening one
+    would raise a bare IsADirectoryError)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{what} {path!r} does not exist")
+    if os.path.isdir(path):
+        raise NotTextError(f"{what} {path!r} is a directory; give a file")
+
+
 def _is_header(row: list[str]) -> bool:
     names = {cell.strip().lower() for cell in row}
     return bool(names & {name.lower() for name in LICHESS_COLUMNS})
@@ -157,8 +166,7 @@ def read_puzzles(path: str, num: int | None = None) -> tuple[list[Puzzle], list[
 
     FileNotFoundError for a missing file, NotTextError (a ValueError) naming a file that is
     not text."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"puzzle file {path!r} does not exist")
+    _check_file(path, "puzzle file")
     skipped: list[SkippedRow] = []
     puzzles: list[Puzzle] = []
     with reading(path):
@@ -290,8 +298,7 @@ def read_suite(path: str, num: int | None = None) -> tuple[list[TestPosition], l
     """The first `num` well-formed positions of an EPD file (all when None), and the lines
     skipped as malformed. FileNotFoundError for a missing file, NotTextError (a ValueError)
     naming a file that is not text."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"EPD file {path!r} does not exist")
+    _check_file(path, "EPD file")
     skipped: list[SkippedLine] = []
     positions: list[TestPosition] = []
     with reading(path):

@@ -37,9 +37,10 @@ still read: `board_files` takes only the boards, `stats_file` finds either place
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypedDict
 
 import pyarrow as pa
@@ -209,6 +210,31 @@ class SchemaError(ValueError):
     """A Parquet file whose schema this version of the code does not know."""
 
 
+class UnreadableShardError(SchemaError):
+    """A Parquet file that cannot be read at all (truncated, corrupt, not Parquet); the
+    message names it. A SchemaError, so that every reader refusing a file refuses this too."""
+
+
+@contextlib.contextmanager
+def reading_shard(file: str) -> Iterator[None]:
+    """Turns Arrow's errors while `file` is opened or read (a truncated footer's "Parquet
+    magic bytes not found", a corrupt page) into one UnreadableShardError naming it. A missing
+    file stays a FileNotFoundError."""
+    try:
+        yield
+    except (SchemaError, FileNotFoundError):
+        raise
+    except (pa.ArrowException, OSError) as e:  # ArrowInvalid is also a ValueError
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UnreadableShardError(f"{file}: not a readable Parquet file ({reason})") from None
+
+
+def read_metadata(file: str) -> pq.FileMetaData:
+    """A Parquet file's footer, or UnreadableShardError naming it."""
+    with reading_shard(file):
+        return pq.read_metadata(file)
+
+
 def check_schema(schema: pa.Schema, source: str, expected: pa.Schema = BOARD_SCHEMA) -> int:
     """The schema version of a file, or SchemaError naming `source` unless `schema` is a
     known version of `expected` (a version 1 board file has version 1's column types)."""
@@ -251,8 +277,9 @@ def check_schema(schema: pa.Schema, source: str, expected: pa.Schema = BOARD_SCH
 def read_board_file(file: str, columns: Sequence[str] | None = None) -> pa.Table:
     """One board file's rows (all columns, or `columns` in that order), schema-checked and
     in the current version's types whatever version the file was written with."""
-    version = check_schema(pq.read_schema(file), file)
-    return _read_upgraded(version, columns, lambda names: pq.read_table(file, columns=names))
+    with reading_shard(file):
+        version = check_schema(pq.read_schema(file), file)
+        return _read_upgraded(version, columns, lambda names: pq.read_table(file, columns=names))
 
 
 class BoardFile:
@@ -262,8 +289,9 @@ class BoardFile:
 
     def __init__(self, file: str):
         self.file = file
-        self._parquet = pq.ParquetFile(file)
-        self.version = check_schema(self._parquet.schema_arrow, file)
+        with reading_shard(file):
+            self._parquet = pq.ParquetFile(file)
+            self.version = check_schema(self._parquet.schema_arrow, file)
 
     @property
     def metadata(self) -> pq.FileMetaData:
@@ -273,11 +301,12 @@ class BoardFile:
         """Row group `index`'s rows (all columns, or `columns` in that order), decoded in the
         calling thread: a row group is small, and every Arrow pool thread that decodes one
         keeps memory in an allocator heap of its own (MBs each)."""
-        return _read_upgraded(
-            self.version,
-            columns,
-            lambda names: self._parquet.read_row_group(index, columns=names, use_threads=False),
-        )
+        with reading_shard(self.file):
+            return _read_upgraded(
+                self.version,
+                columns,
+                lambda names: self._parquet.read_row_group(index, columns=names, use_threads=False),
+            )
 
     def close(self) -> None:
         self._parquet.close()

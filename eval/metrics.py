@@ -18,9 +18,10 @@ from core.actions import legal_actions, moves_to_indices
 from core.bins import to_bins
 from core.metrics import summarize
 from core.progress import Progress
-from core.schema import SchemaError, read_boards
+from core.schema import SchemaError, board_files, read_board_file
 from core.targets import target_kind
 from core.tokenizer import tokenize_batch
+from model.data import BOARD_COLUMNS, DataError, table_arrays
 from model.predictor import Predictor, legal_move_probs
 
 _EVAL_COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
@@ -28,16 +29,33 @@ _EVAL_COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob", "pa
 
 def read_rows(path: str, max_boards: int | None = None) -> list[dict]:
     """The first `max_boards` (default all) annotated boards at `path` (file, shard directory
-    or glob) as dicts with the columns evaluate_checkpoint needs, schema-checked.
+    or glob) as dicts with the columns evaluate_checkpoint needs, schema-checked and checked
+    row by row as the trainer checks them.
 
-    Raises FileNotFoundError or core.schema.SchemaError naming the file.
+    Raises FileNotFoundError, core.schema.SchemaError (an unreadable shard too) naming the
+    file, or model.data.DataError naming the file and row: a bad FEN, a win probability NaN
+    or outside [0, 1], a move that is not an action or not legal on its board, or a complete
+    board whose moves are not exactly its legal moves in action-space order.
     """
     if max_boards is not None and max_boards < 0:
         raise ValueError(f"max_boards must be >= 0, got {max_boards}")
-    table = read_boards(path, columns=_EVAL_COLUMNS)
-    if max_boards is not None:
-        table = table.slice(0, max_boards)
-    return table.to_pylist()
+    rows: list[dict] = []
+    for file in board_files(path):
+        if max_boards is not None and len(rows) >= max_boards:
+            break
+        table = read_board_file(file, BOARD_COLUMNS)
+        if max_boards is not None:
+            table = table.slice(0, max_boards - len(rows))
+        table_arrays(table, file)  # raises the DataError naming the row
+        for index, row in enumerate(table.select(_EVAL_COLUMNS).to_pylist()):
+            if row["moves"] and not row["partial"]:
+                if list(row["moves"]) != legal_actions(chess.Board(row["fen"])):
+                    raise DataError(
+                        f"{file}: row {index} (FEN {row['fen']!r}): the moves are not its legal "
+                        "moves in action-space order"
+                    )
+            rows.append(row)
+    return rows
 
 
 def score_rows(predictor, rows: list[dict]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -143,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--max-boards must be >= 1")
     try:
         rows = read_rows(args.data, args.max_boards)
-    except (FileNotFoundError, SchemaError) as e:
+    except (FileNotFoundError, SchemaError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 

@@ -15,13 +15,22 @@ lacking any of the four items, or with an item directory empty. Readers skip it 
 complete step with one warning line naming it; training also moves it aside (to
 `<run>/incomplete-checkpoints/`) so that it does not stand in the way of that step's next save.
 With no complete step the error says so.
+
+A complete step can still be damaged (files truncated or corrupt: a full disk, a bad copy):
+its restore fails. Readers then fall back to the latest earlier step that restores, with one
+warning line naming the damaged step (`load_params`); training moves it aside like an incomplete
+one and resumes from the step before. Orbax's failure comes as one DamagedCheckpointError line,
+never its traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -40,6 +49,10 @@ READ_ITEMS = ("params", "ema_params", "meta")
 
 class CheckpointNotFoundError(FileNotFoundError):
     pass
+
+
+class DamagedCheckpointError(CheckpointNotFoundError):
+    """A step with every item present whose files do not restore; the message names it."""
 
 
 def checkpoints_dir(run_dir: str) -> str:
@@ -86,6 +99,62 @@ def latest_complete_step(
     return None, skipped
 
 
+def earlier_complete_steps(directory: str, step: int, items: tuple[str, ...] = ITEMS) -> list[int]:
+    """The steps before `step` holding all `items`, latest first: where to fall back to."""
+    return [
+        s
+        for s in reversed(_steps_in(directory))
+        if s < step and not missing_items(os.path.join(directory, str(s)), items)
+    ]
+
+
+def failure_reason(error: BaseException) -> str:
+    """Why a restore failed, in a few words: the first line of the innermost error (orbax's
+    outer ones wrap it with a page of TensorStore spec)."""
+    while True:
+        inner = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+        if inner is None:
+            break
+        error = inner
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+# Orbax logs a failed restore's traceback itself from its threads (then raises it): the error
+# that comes out is the one line the caller prints.
+_ORBAX_LOGGERS = ("absl", "orbax", "jax._src.distributed")
+
+
+@contextlib.contextmanager
+def quiet_orbax() -> Iterator[None]:
+    """Orbax's own log lines (its failed restores' tracebacks, from its threads) held back
+    while a restore runs whose failure the caller reports itself."""
+    loggers = [logging.getLogger(name) for name in _ORBAX_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def restoring(step_dir: str) -> Iterator[None]:
+    """Turns any failure to restore `step_dir` (orbax raises bare Exceptions, ValueErrors,
+    JSON errors...) into one DamagedCheckpointError naming it."""
+    try:
+        with quiet_orbax():
+            yield
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except Exception as e:
+        raise DamagedCheckpointError(
+            f"{step_dir} is a damaged checkpoint ({failure_reason(e)})"
+        ) from None
+
+
 def resolve(path: str, step: int | None = None) -> tuple[str, int]:
     """(checkpoints directory, step) for a run dir, a checkpoints dir or one step's dir.
 
@@ -120,9 +189,16 @@ def resolve(path: str, step: int | None = None) -> tuple[str, int]:
     return directory, latest
 
 
-def set_aside(step_dir: str, missing: list[str]) -> str:
-    """Moves an incomplete step's directory out of the checkpoints directory (kept, not
-    deleted: it may hold something its owner wants); returns the line that says so."""
+def incomplete_text(step_dir: str, missing: list[str]) -> str:
+    """What is wrong with an incomplete step (for set_aside)."""
+    return _incomplete(step_dir, missing)
+
+
+def set_aside(step_dir: str, problem: str) -> str:
+    """Moves an incomplete or damaged step's directory out of the checkpoints directory
+    (kept, not deleted: it may hold something its owner wants) so that it does not stand in
+    the way of that step's next save; returns the line that says so (`problem` says what is
+    wrong with it)."""
     run_dir = os.path.dirname(os.path.dirname(step_dir))
     target_dir = os.path.join(run_dir, INCOMPLETE)
     os.makedirs(target_dir, exist_ok=True)
@@ -131,7 +207,7 @@ def set_aside(step_dir: str, missing: list[str]) -> str:
     while os.path.exists(target):
         target, suffix = os.path.join(target_dir, f"{step}.{suffix}"), suffix + 1
     os.rename(step_dir, target)
-    return f"warning: {_incomplete(step_dir, missing)}; moved it to {target}"
+    return f"warning: {problem}; moved it to {target}"
 
 
 class Checkpointer:
@@ -139,6 +215,7 @@ class Checkpointer:
 
     def __init__(self, directory: str, keep: int = 3, read_only: bool = False):
         self.directory = os.path.abspath(directory)
+        self.keep = keep
         self.manager = ocp.CheckpointManager(
             self.directory,
             # read_only: no directory created and nothing pruned (orbax's own read_only
@@ -165,17 +242,25 @@ class Checkpointer:
             items["opt_state"] = ocp.args.StandardSave(opt_state)
         self.manager.save(step, args=ocp.args.Composite(**items), force=True)
 
+    def step_dir(self, step: int) -> str:
+        return os.path.join(self.directory, str(step))
+
     def meta(self, step: int) -> dict[str, Any]:
-        restored = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        """The step's meta; DamagedCheckpointError if it does not restore."""
+        with restoring(self.step_dir(step)):
+            restored = self.manager.restore(
+                step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())
+            )
         return restored["meta"]
 
     def restore(self, step: int, abstract: dict[str, Any]) -> dict[str, Any]:
         """Restores the items named in `abstract` (trees of jax.ShapeDtypeStruct with
-        shardings) plus `meta`."""
+        shardings) plus `meta`; DamagedCheckpointError if they do not restore."""
         args = {name: ocp.args.StandardRestore(tree) for name, tree in abstract.items()}
-        restored = self.manager.restore(
-            step, args=ocp.args.Composite(meta=ocp.args.JsonRestore(), **args)
-        )
+        with restoring(self.step_dir(step)):
+            restored = self.manager.restore(
+                step, args=ocp.args.Composite(meta=ocp.args.JsonRestore(), **args)
+            )
         return {name: restored[name] for name in (*abstract, "meta")}
 
     def wait(self) -> None:
@@ -195,8 +280,22 @@ def abstract_like(tree, sharding: jax.sharding.Sharding):
 
 def _restore_step(step_dir: str, items: dict[str, Any]) -> dict[str, Any]:
     # One step's directory alone: a manager would scan (and warn about) the other steps.
-    with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
+    with restoring(step_dir), ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
         return checkpointer.restore(step_dir, args=ocp.args.Composite(**items))
+
+
+def read_meta(step_dir: str) -> dict[str, Any]:
+    """One step's meta; DamagedCheckpointError if it does not restore."""
+    return _restore_step(step_dir, {"meta": ocp.args.JsonRestore()})["meta"]
+
+
+def _load_step(step_dir: str, use_ema: bool) -> tuple[Any, Config, dict[str, Any]]:
+    meta = read_meta(step_dir)
+    config = from_dict(meta["config"], source=step_dir)
+    item = "ema_params" if use_ema else "params"
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    target = ocp.args.StandardRestore(abstract_like(param_shapes(config), device))
+    return _restore_step(step_dir, {item: target})[item], config, meta
 
 
 def load_params(
@@ -205,12 +304,27 @@ def load_params(
     """(params, config, meta) of one checkpoint, placed on the first local device.
 
     `path` as for `resolve`: the latest complete step unless `step` or a step's dir is given.
+    A latest step that does not restore is skipped for the latest earlier one that does, with
+    one warning line naming it; a step asked for by number or directory is that step or a
+    DamagedCheckpointError.
     """
-    directory, step = resolve(path, step)
-    step_dir = os.path.join(directory, str(step))
-    meta = _restore_step(step_dir, {"meta": ocp.args.JsonRestore()})["meta"]
-    config = from_dict(meta["config"], source=step_dir)
-    item = "ema_params" if use_ema else "params"
-    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    target = ocp.args.StandardRestore(abstract_like(param_shapes(config), device))
-    return _restore_step(step_dir, {item: target})[item], config, meta
+    directory, latest = resolve(path, step)
+    chosen = step is not None or os.path.basename(os.path.abspath(path)) == str(latest)
+    candidates = (
+        [latest] if chosen else [latest, *earlier_complete_steps(directory, latest, READ_ITEMS)]
+    )
+    damaged: list[DamagedCheckpointError] = []
+    for candidate in candidates:
+        try:
+            loaded = _load_step(os.path.join(directory, str(candidate)), use_ema)
+        except DamagedCheckpointError as e:
+            if chosen:
+                raise
+            damaged.append(e)
+            continue
+        for error in damaged:
+            _warn(f"warning: {error}: skipped, using step {candidate}")
+        return loaded
+    raise DamagedCheckpointError(
+        f"no checkpoint under {path!r} restores: {'; '.join(str(e) for e in damaged)}"
+    )

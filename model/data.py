@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from core import bins
 from core.actions import NUM_ACTIONS, indices_to_moves, moves_to_indices
+from core.move_check import possible_moves
 from core.schema import board_files, read_board_file
 from core.targets import Target, target_kind
 from core.tokenizer import tokenize_batch
@@ -131,7 +132,11 @@ def board_data(parts: Sequence[BoardArrays]) -> BoardData:
 
 def table_arrays(table: pa.Table, file: str, first_row: int = 0) -> BoardArrays:
     """Board rows (the BOARD_COLUMNS of `file`, starting at its row `first_row`) tokenized
-    and checked: a row the loader cannot use is a DataError naming `file` and its row."""
+    and checked: a row the loader cannot use is a DataError naming `file` and its row. That
+    includes a valued move or best move that cannot be played on the row's board
+    (core.move_check: all but king safety, checked with array operations): the run is
+    refused rather than the row skipped, as for any other bad row, since a shard holding one
+    is damaged and skipping would shift every position the loaders count in rows."""
     fens_list = table["fen"].to_pylist()
 
     def fail(row: int, problem: str) -> DataError:
@@ -159,6 +164,11 @@ def table_arrays(table: pa.Table, file: str, first_row: int = 0) -> BoardArrays:
     except KeyError:
         bad = next(i for i, m in enumerate(flat_moves) if not _is_action(m))
         raise fail(int(pair_row[bad]), f"move {flat_moves[bad]!r} is not an action") from None
+    # A move of another board (a shifted column, a bad join) would train as this board's.
+    illegal = np.flatnonzero(~possible_moves(states, pair_row, actions))
+    if illegal.size:
+        bad = int(illegal[0])
+        raise fail(int(pair_row[bad]), f"move {flat_moves[bad]!r} is not legal on this board")
     win_probs = pc.list_flatten(probs_col).to_numpy(zero_copy_only=False).astype(np.float32)
     bad_prob = np.flatnonzero(~((win_probs >= 0) & (win_probs <= 1)))
     if bad_prob.size:
@@ -181,6 +191,11 @@ def table_arrays(table: pa.Table, file: str, first_row: int = 0) -> BoardArrays:
     except KeyError:
         row = next(i for i in np.flatnonzero(has_best) if not _is_action(best[i]))
         raise fail(int(row), f"best_move {best[row]!r} is not an action") from None
+    best_rows = np.flatnonzero(has_best)
+    illegal = np.flatnonzero(~possible_moves(states, best_rows, best_actions[best_rows]))
+    if illegal.size:
+        row = int(best_rows[illegal[0]])
+        raise fail(row, f"best_move {best[row]!r} is not legal on this board")
     return BoardArrays(
         file=file,
         fens=np.asarray(fens_list, dtype=object),

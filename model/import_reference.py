@@ -36,7 +36,7 @@ import orbax.checkpoint as ocp
 
 from core.actions import NUM_ACTIONS
 from core.targets import target_kind
-from model.checkpoint import Checkpointer, checkpoints_dir
+from model.checkpoint import Checkpointer, checkpoints_dir, failure_reason, quiet_orbax
 from model.config import (
     CUSTOM_SIZE,
     EMBEDDING_VOCAB_SIZE,
@@ -108,15 +108,18 @@ def read_tree(path: str) -> dict[str, dict[str, np.ndarray]]:
         raise ReferenceImportError(f"{path} is missing (a released step has params and params_ema)")
     checkpointer = ocp.PyTreeCheckpointer()
     try:
-        metadata = checkpointer.metadata(path)
-        tree = getattr(metadata, "item_metadata", metadata)
-        tree = getattr(tree, "tree", tree)
-        restore_args = jax.tree_util.tree_map(
-            lambda _: ocp.RestoreArgs(restore_type=np.ndarray), dict(tree)
-        )
-        restored = checkpointer.restore(path, restore_args=restore_args)
+        with quiet_orbax():  # the failure is reported in one line below
+            metadata = checkpointer.metadata(path)
+            tree = getattr(metadata, "item_metadata", metadata)
+            tree = getattr(tree, "tree", tree)
+            restore_args = jax.tree_util.tree_map(
+                lambda _: ocp.RestoreArgs(restore_type=np.ndarray), dict(tree)
+            )
+            restored = checkpointer.restore(path, restore_args=restore_args)
     except Exception as e:  # orbax raises many kinds; the user needs the path and the gist
-        raise ReferenceImportError(f"{path}: not a readable orbax checkpoint ({e})") from None
+        raise ReferenceImportError(
+            f"{path}: not a readable orbax checkpoint ({failure_reason(e)})"
+        ) from None
     finally:
         checkpointer.close()
     if not isinstance(restored, dict) or not all(isinstance(v, dict) for v in restored.values()):

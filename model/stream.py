@@ -75,7 +75,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core import bins
-from core.schema import BoardFile
+from core.schema import BoardFile, read_metadata
 from core.targets import TargetKind, target_kind
 from core.tokenizer import SEQUENCE_LENGTH
 from model.data import (
@@ -257,7 +257,7 @@ def _footer_totals(files: Sequence[str]) -> tuple[int, int]:
     """(boards, action values) of `files`, from their footers."""
     boards = values = 0
     for file in files:
-        metadata = pq.read_metadata(file)
+        metadata = read_metadata(file)
         boards += metadata.num_rows
         groups = range(metadata.num_row_groups)
         values += sum(_row_group_values(metadata.row_group(i)) for i in groups)
@@ -283,7 +283,7 @@ def should_stream(files: Sequence[str], memory_budget_gb: float) -> bool:
 def stream_fingerprint(files: Sequence[str]) -> dict:
     """What a resumed streaming run checks to know it reads the same data: the boards (from
     the footers) and the number of files."""
-    return {"boards": sum(pq.read_metadata(f).num_rows for f in files), "files": len(files)}
+    return {"boards": sum(read_metadata(f).num_rows for f in files), "files": len(files)}
 
 
 def plan_windows(

@@ -23,6 +23,7 @@ event files of the same numbers when the `tensorboard` extra is installed
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -48,9 +49,13 @@ from model import config as config_lib
 from model import scalar_events
 from model.checkpoint import (
     Checkpointer,
+    DamagedCheckpointError,
     abstract_like,
     checkpoints_dir,
+    earlier_complete_steps,
+    incomplete_text,
     latest_complete_step,
+    read_meta,
     set_aside,
 )
 from model.config import Config, ConfigError, TrainConfig
@@ -244,7 +249,22 @@ def train(
     `_train_record`): each train record averages the steps since the previous multiple of
     `log_every`, the steps before a checkpoint travelling in its meta (`log_window`), and an
     evaluation the interruption cut off is made on resuming.
+    A latest checkpoint that does not restore is moved aside for the one before (see
+    model.checkpoint).
     """
+    with contextlib.ExitStack() as cleanup:
+        return _train(config, out, stop_after, log, cleanup)
+
+
+def _train(
+    config: Config,
+    out: str,
+    stop_after: int | None,
+    log: Callable[[str], None],
+    cleanup: contextlib.ExitStack,
+) -> TrainResult:
+    """`train`, its checkpointer closed by `cleanup` however it ends: one left open by an
+    error before the loop (bad data, say) has orbax's threads print tracebacks at exit."""
     config_lib.validate(config)
     t = config.train
     placement = Placement.over_all_devices()
@@ -254,12 +274,14 @@ def train(
         )
     is_main = jax.process_index() == 0
     checkpointer, resume_step, meta = _open_run_dir(config, out, is_main, log)
+    cleanup.callback(lambda: checkpointer.close())  # the current one: a resume may replace it
     started = time.perf_counter()
     train_data, test_data = _load_data(config, meta, log)
     state = init_state(config, placement)
     start_step, position = 0, 0
     if resume_step is not None:
-        state, start_step, position = _restore(checkpointer, resume_step, state, placement)
+        checkpointer, state, meta = _resume(checkpointer, resume_step, state, placement, log)
+        start_step, position = meta["step"], meta["data_position"]
         log(f"resumed from step {start_step} (data position {position}) in {out}")
     params = count_params(state.params)
     log(
@@ -396,7 +418,6 @@ def train(
             log(f"{out} already reached step {start_step} of {t.num_steps}: nothing to do")
     finally:
         batches.close()
-        checkpointer.close()
         metrics_log.close()
         for number, handler in previous_handlers.items():
             signal.signal(number, handler)
@@ -417,16 +438,17 @@ def _open_run_dir(
     checked against `config`, config.toml written. Returns the checkpointer, the step to
     resume from (None: a fresh run) and that checkpoint's meta."""
     os.makedirs(out, exist_ok=True)
-    resume_step, incomplete = latest_complete_step(checkpoints_dir(out))
-    if is_main:
-        for step_dir, missing in incomplete:  # they would block these steps' next saves
-            log(set_aside(step_dir, missing))
-    if incomplete and jax.process_count() > 1:
-        multihost_utils.sync_global_devices("incomplete checkpoints set aside")
-    checkpointer = Checkpointer(checkpoints_dir(out), keep=config.train.keep_checkpoints)
+    directory = checkpoints_dir(out)
+    resume_step, incomplete = latest_complete_step(directory)
+    # They would block these steps' next saves.
+    broken = [(step_dir, incomplete_text(step_dir, missing)) for step_dir, missing in incomplete]
     meta = None
     if resume_step is not None:
-        meta = checkpointer.meta(resume_step)
+        meta, resume_step, damaged = _readable_meta(directory, resume_step)
+        broken += damaged
+    _set_aside(broken, log)
+    checkpointer = Checkpointer(directory, keep=config.train.keep_checkpoints)
+    if meta is not None:
         check_resumable(config_lib.from_dict(meta["config"]), config, out)
     if is_main:
         with open(os.path.join(out, "config.toml"), "w") as f:
@@ -531,10 +553,65 @@ def _load_data(
     return train, test_data
 
 
+def _set_aside(broken: list[tuple[str, str]], log: Callable[[str], None]) -> None:
+    """Moves the (step dir, what is wrong with it) checkpoints out of the way (process 0)."""
+    if jax.process_index() == 0:
+        for step_dir, problem in broken:
+            log(set_aside(step_dir, problem))
+    if broken and jax.process_count() > 1:
+        multihost_utils.sync_global_devices("broken checkpoints set aside")
+
+
+def _readable_meta(directory: str, step: int) -> tuple[dict, int, list[tuple[str, str]]]:
+    """(meta, step) of the latest of `step` and the complete steps before it whose meta
+    reads, and the (step dir, problem) of those later that do not."""
+    damaged = []
+    for candidate in [step, *earlier_complete_steps(directory, step)]:
+        step_dir = os.path.join(directory, str(candidate))
+        try:
+            return read_meta(step_dir), candidate, damaged
+        except DamagedCheckpointError as e:
+            damaged.append((step_dir, str(e)))
+    raise DamagedCheckpointError(_none_restores(directory, damaged))
+
+
+def _none_restores(directory: str, damaged: list[tuple[str, str]]) -> str:
+    # Nothing is moved: starting over must be the owner's decision, not a side effect.
+    return (
+        f"no checkpoint in {directory} restores ({'; '.join(p for _, p in damaged)}); "
+        "move them away to start the run over"
+    )
+
+
+def _resume(
+    checkpointer: Checkpointer,
+    step: int,
+    state: TrainState,
+    placement: Placement,
+    log: Callable[[str], None],
+) -> tuple[Checkpointer, TrainState, dict]:
+    """(checkpointer, state, meta) of the latest of `step` and the complete steps before it
+    that restores. Those later that do not are moved aside, and the checkpointer (which
+    listed them) is replaced."""
+    damaged = []
+    for candidate in [step, *earlier_complete_steps(checkpointer.directory, step)]:
+        try:
+            state, meta = _restore(checkpointer, candidate, state, placement)
+        except DamagedCheckpointError as e:
+            damaged.append((checkpointer.step_dir(candidate), str(e)))
+            continue
+        if damaged:
+            checkpointer.close()
+            _set_aside(damaged, log)
+            checkpointer = Checkpointer(checkpointer.directory, keep=checkpointer.keep)
+        return checkpointer, state, meta
+    raise DamagedCheckpointError(_none_restores(checkpointer.directory, damaged))
+
+
 def _restore(
     checkpointer: Checkpointer, step: int, state: TrainState, placement: Placement
-) -> tuple[TrainState, int, int]:
-    """The state saved at `step` (placed like `state`), its step and data position."""
+) -> tuple[TrainState, dict]:
+    """The state saved at `step` (placed like `state`) and its meta."""
     restored = checkpointer.restore(
         step,
         {
@@ -544,7 +621,7 @@ def _restore(
         },
     )
     state = TrainState(restored["params"], restored["ema_params"], restored["opt_state"])
-    return state, restored["meta"]["step"], restored["meta"]["data_position"]
+    return state, restored["meta"]
 
 
 def _train_record(window, step, timer_step, timer_start, t: TrainConfig, lr) -> dict:
@@ -623,6 +700,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
+    except DamagedCheckpointError as e:
+        print(f"checkpoint error: {e}", file=sys.stderr)
+        return 1
     except (DataError, SchemaError, FileNotFoundError) as e:
         print(f"data error: {e}", file=sys.stderr)
         return 1

@@ -59,10 +59,22 @@ class ReadGames(beam.DoFn):
             yield tagged(GAMES_TAG, batch)
         yield s.emit()
 
+    def _long_line(self, s: stats.BundleStats):
+        """What to do with a line too long to be PGN: an input error like a damaged file's,
+        except that the reading goes on after it (the job stops with `fail_on_input_error`)."""
+
+        def report(error: InputError) -> None:
+            s.input_error(error.path, str(error))
+            if self.fail_on_input_error:
+                raise error
+            print(f"WARNING: {error}", file=sys.stderr, flush=True)
+
+        return report
+
     def _games(self, path: str, s: stats.BundleStats):
         games = 0
         try:
-            for item in pgn.split_games(read_lines(path)):
+            for item in pgn.split_games(read_lines(path, on_long_line=self._long_line(s))):
                 if isinstance(item, pgn.Garbage):
                     s.count("garbage_blocks")
                     s.example("garbage", f"{path} line {item.line_number}: {item.text[:80]!r}")

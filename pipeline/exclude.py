@@ -19,6 +19,7 @@ and lines are counted per file (they hold no position an evaluation could use).
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 import chess
 
 from core.eval_sets import Puzzle, SkippedLine, SkippedRow, iter_puzzles, iter_suite
+from core.text_files import NotTextError, reading
 
 PUZZLE_SUFFIXES = (".csv", ".csv.zst")
 EPD_SUFFIXES = (".epd",)
@@ -96,14 +98,18 @@ def _file_positions(path: str, kind: str) -> tuple[set[str], int, list[SkippedRo
     keys: set[str] = set()
     records = 0
     skipped: list = []
-    if kind == "puzzles":
-        for puzzle in iter_puzzles(path, skipped):
-            records += 1
-            keys.update(puzzle_positions(puzzle))
-    else:
-        for position in iter_suite(path, skipped):
-            records += 1
-            keys.add(position_key(position.fen))
+    with reading(path):  # a file that is not UTF-8 text: one NotTextError naming it
+        if kind == "puzzles":
+            try:
+                for puzzle in iter_puzzles(path, skipped):
+                    records += 1
+                    keys.update(puzzle_positions(puzzle))
+            except csv.Error as e:  # data that merely decodes, as read_puzzles says
+                raise NotTextError(f"--exclude {path} is not a CSV text file ({e})") from None
+        else:
+            for position in iter_suite(path, skipped):
+                records += 1
+                keys.add(position_key(position.fen))
     return keys, records, skipped
 
 

@@ -24,11 +24,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import pyarrow.parquet as pq
-
 from core.cli import config_from_args
 from core.progress import Progress
-from core.schema import board_files, read_board_file
+from core.schema import board_files, read_board_file, read_metadata
 from pipeline.bag import BagWriter, shard_names
 from pipeline.bag_records import KINDS, check_kind, encode_av, encode_bc, encode_sv
 from pipeline.shards import shard_of
@@ -75,7 +73,7 @@ def export(config: ExportConfig, show_progress: bool = True) -> dict:
     paths = shard_names(config.output) or [config.output]
     for path in paths:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    total = sum(pq.ParquetFile(f).metadata.num_rows for f in board_files(config.input))
+    total = sum(read_metadata(f).num_rows for f in board_files(config.input))
     progress = Progress("export", total, "boards") if show_progress else None
     counts = {"boards": 0, "boards_exported": 0, "boards_without_records": 0, "records": 0}
     writers = [BagWriter(path) for path in paths]

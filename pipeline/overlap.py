@@ -17,7 +17,7 @@ import sys
 
 import pyarrow.parquet as pq
 
-from core.schema import board_files, check_schema
+from core.schema import board_files, check_schema, reading_shard
 
 
 def _position(fen: str) -> str:
@@ -26,12 +26,13 @@ def _position(fen: str) -> str:
 
 def _fens_and_counts(path: str):
     for file in board_files(path):
-        handle = pq.ParquetFile(file)
-        check_schema(handle.schema_arrow, file)
-        for batch in handle.iter_batches(columns=["fen", "count"]):
-            yield from zip(
-                batch.column("fen").to_pylist(), batch.column("count").to_pylist(), strict=True
-            )
+        with reading_shard(file):  # a truncated or corrupt shard: one error naming it
+            handle = pq.ParquetFile(file)
+            check_schema(handle.schema_arrow, file)
+            for batch in handle.iter_batches(columns=["fen", "count"]):
+                yield from zip(
+                    batch.column("fen").to_pylist(), batch.column("count").to_pylist(), strict=True
+                )
 
 
 def overlap(train: str, test: str) -> dict:

@@ -10,11 +10,11 @@ a truncated file is noticed and a corrupt one keeps the text of every block befo
 from __future__ import annotations
 
 import bz2
-import codecs
 import gzip
 import os
+import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -24,6 +24,9 @@ from core.text_files import InputError
 from pipeline.zstd_blocks import ZstdDamage, decompressed_chunks
 
 _CHUNK_BYTES = 1 << 20
+# A real PGN line is a tag or a game's movetext (under 300 bytes; a few KB with clock and eval
+# comments); one longer than this is damage, and buffering it whole could take gigabytes.
+MAX_LINE_BYTES = 1 << 20
 _GLOB_CHARS = "*?["
 _PGN_SUFFIXES = (".pgn", ".pgn.zst", ".pgn.gz", ".pgn.bz2")
 
@@ -95,11 +98,19 @@ def _raw_chunks(raw: BinaryIO, path: str) -> Iterator[bytes]:
         yield data
 
 
-def read_lines(path: str) -> Iterator[str]:
+def read_lines(
+    path: str, on_long_line: Callable[[InputError], None] | None = None
+) -> Iterator[str]:
     """The lines of one PGN input (without line endings), decoded as UTF-8.
 
-    Undecodable bytes become U+FFFD rather than failing the file. Raises InputError (after
-    yielding every complete line before the damage) if the input is corrupt or cut short.
+    Undecodable bytes become U+FFFD rather than failing the file. A line longer than
+    MAX_LINE_BYTES is not PGN (a lost newline, a binary blob): it is yielded as an empty line
+    (so the game it sat in ends there and line numbers stay right) and `on_long_line` gets an
+    InputError naming the file and the line's line number and byte offset (by default it is
+    printed as a warning). Memory stays under MAX_LINE_BYTES plus a chunk whatever the input,
+    and each byte is copied a bounded number of times: reading is linear in the input.
+    Raises InputError (after yielding every complete line before the damage) if the input is
+    corrupt or cut short.
     """
     zst = path.endswith((".zst", ".zstd"))
     compression = CompressionTypes.UNCOMPRESSED if zst or is_url(path) else CompressionTypes.AUTO
@@ -107,16 +118,59 @@ def read_lines(path: str) -> Iterator[str]:
         raw = _open_binary(path, compression)
     except OSError as e:
         raise InputError(path, f"cannot open: {e}") from e
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    pending = ""
+    report = on_long_line or _warn_long_line
+    # The line in progress as the chunks holding it (joined once, when its newline comes: a
+    # string grown chunk by chunk would be copied again for every chunk).
+    pending: list[bytes] = []
+    pending_bytes = 0
+    too_long = False  # the line in progress passed MAX_LINE_BYTES: its bytes are dropped
+    line_number = 0  # of the line in progress, from 1
+    line_start = 0  # its byte offset in the (decompressed) text
+    offset = 0  # bytes before the current chunk
+
+    def finish(last: bytes) -> str:
+        nonlocal pending, pending_bytes, too_long
+        if too_long:
+            report(_long_line(path, line_number, line_start))
+            text = ""
+        else:
+            text = b"".join((*pending, last)).decode("utf-8", "replace").rstrip("\r")
+        pending, pending_bytes, too_long = [], 0, False
+        return text
+
     with raw:
         chunks = _zstd_chunks(raw, path) if zst else _raw_chunks(raw, path)
         for chunk in chunks:
-            text = pending + decoder.decode(chunk)
-            lines = text.split("\n")
-            pending = lines.pop()
-            for line in lines:
-                yield line.rstrip("\r")
-    pending += decoder.decode(b"", final=True)
-    if pending:
-        yield pending.rstrip("\r")
+            parts = chunk.split(b"\n")
+            position = offset
+            for part in parts[:-1]:
+                line_number += 1
+                if pending or too_long or len(part) > MAX_LINE_BYTES:
+                    too_long = too_long or pending_bytes + len(part) > MAX_LINE_BYTES
+                    yield finish(part)
+                else:  # the common case, a line wholly inside this chunk
+                    yield part.decode("utf-8", "replace").rstrip("\r")
+                position += len(part) + 1
+                line_start = position
+            tail = parts[-1]
+            if tail and not too_long:
+                pending.append(tail)
+                pending_bytes += len(tail)
+                if pending_bytes > MAX_LINE_BYTES:
+                    pending, pending_bytes, too_long = [], 0, True
+            offset += len(chunk)
+    if pending or too_long:
+        line_number += 1
+        yield finish(b"")
+
+
+def _long_line(path: str, line_number: int, offset: int) -> InputError:
+    return InputError(
+        path,
+        f"line {line_number:,} (byte {offset:,}) is longer than {MAX_LINE_BYTES:,} bytes, "
+        "not PGN: skipped",
+    )
+
+
+def _warn_long_line(error: InputError) -> None:
+    print(f"WARNING: {error}", file=sys.stderr, flush=True)

@@ -149,3 +149,14 @@ def test_ctrl_c_in_a_tournament_keeps_the_finished_games(tmp_path, stockfish):
     assert "--resume" in run.stderr.strip().splitlines()[-1]
     finished = read_finished(pgn)
     assert 1 <= len(finished) < 40
+
+
+def test_a_directory_given_as_puzzles_or_epd_is_one_line_naming_it(tmp_path, capsys):
+    with pytest.raises(NotTextError, match=rf"puzzle file '{tmp_path}' is a directory"):
+        read_puzzles(str(tmp_path))
+    assert puzzles_main(["--agent", "random", "--puzzles", str(tmp_path), "--out", ""]) == 1
+    assert f"'{tmp_path}' is a directory" in one_error_line(capsys.readouterr())
+    with pytest.raises(NotTextError, match=rf"EPD file '{tmp_path}' is a directory"):
+        read_suite(str(tmp_path))
+    assert suites_main(["--agent", "random", "--epd", str(tmp_path), "--out", ""]) == 1
+    assert f"'{tmp_path}' is a directory" in one_error_line(capsys.readouterr())

@@ -5,12 +5,13 @@ from __future__ import annotations
 import collections
 import itertools
 
+import chess
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from core import bins
-from core.actions import move_to_index
+from core.actions import ACTIONS, move_to_index
 from core.schema import SCHEMA_VERSION, SchemaError, boards_table
 from core.tokenizer import tokenize_batch
 from model.data import Batches, DataError, load_boards, make_view
@@ -249,3 +250,30 @@ def test_mismatched_lists_are_named(tmp_path, rows):
 def test_missing_path_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no annotated board shards"):
         load_boards(str(tmp_path / "nothing"))
+
+
+def illegal_action(fen: str) -> str:
+    """An action (a move of the action space) that no piece of the side to move can make."""
+    board = chess.Board(fen)
+    possible = {m.uci() for m in board.pseudo_legal_moves}
+    return next(a for a in ACTIONS if a not in possible and a[:4] not in possible)
+
+
+def test_a_move_illegal_on_its_board_is_named(tmp_path, rows, shard_writer):
+    # A valid action, but not a move on this board: it would train as one of its moves.
+    bad = [dict(r) for r in rows[:5]]
+    move = illegal_action(bad[3]["fen"])
+    bad[3]["moves"] = [move, *bad[3]["moves"][1:]]
+    shard_writer(bad, tmp_path / "moves", 1)
+    with pytest.raises(DataError) as caught:
+        load_boards(str(tmp_path / "moves"))
+    assert str(caught.value) == (
+        f"{tmp_path / 'moves' / 'boards-00000-of-00001.parquet'}: row 3 (FEN {bad[3]['fen']!r}): "
+        f"move {move!r} is not legal on this board"
+    )
+    bad = [dict(r) for r in rows[:5]]
+    best = illegal_action(bad[4]["fen"])
+    bad[4]["best_move"] = best
+    shard_writer(bad, tmp_path / "best", 1)
+    with pytest.raises(DataError, match=rf"row 4 .*best_move {best!r} is not legal on this board"):
+        load_boards(str(tmp_path / "best"))

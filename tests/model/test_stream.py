@@ -27,6 +27,7 @@ from model.stream import (
     should_stream,
     stream_fingerprint,
 )
+from tests.model.test_data import illegal_action
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NUM_BINS = 32
@@ -315,6 +316,18 @@ def test_a_bad_row_is_named(rows, tmp_path, shard_writer, prefetch):
     loader = make(files, "av", av_partial=True, prefetch=prefetch)
     # Row 6 of the file is row 2 of its second row group.
     with pytest.raises(DataError, match=r"boards-00000-of-00001.parquet: row 6 .*outside"):
+        take(loader, 1000)
+    loader.close()
+
+
+def test_a_move_illegal_on_its_board_is_named(rows, tmp_path, shard_writer):
+    bad = [dict(r) for r in rows[:10]]
+    move = illegal_action(bad[6]["fen"])
+    bad[6]["moves"] = [move, *bad[6]["moves"][1:]]
+    files = board_files(str(write_grouped(shard_writer, bad, tmp_path, 1)))
+    loader = make(files, "av", av_partial=True, prefetch=0)
+    # Row 6 of the file is row 2 of its second row group.
+    with pytest.raises(DataError, match=rf"parquet: row 6 .*move {move!r} is not legal"):
         take(loader, 1000)
     loader.close()
 

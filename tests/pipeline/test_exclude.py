@@ -9,6 +9,7 @@ import pytest
 import zstandard
 
 from core.eval_sets import read_puzzles
+from core.text_files import NotTextError
 from pipeline.exclude import load_exclusions, position_key
 
 SAMPLE_PUZZLES = pathlib.Path(__file__).resolve().parents[2] / "data" / "sample" / "puzzles.csv"
@@ -63,3 +64,11 @@ def test_bad_exclusion_paths_name_the_file(tmp_path):
         load_exclusions([str(tmp_path / "games.pgn")])
     with pytest.raises(FileNotFoundError, match="missing.epd: no such file"):
         load_exclusions([str(SAMPLE_PUZZLES), str(tmp_path / "missing.epd")])
+
+
+@pytest.mark.parametrize("name", ["puzzles.csv", "suite.epd"])
+def test_an_exclusion_file_that_is_not_text_is_one_error_naming_it(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"\xff\xfe\x00\x81 not UTF-8\n" * 10)
+    with pytest.raises(NotTextError, match=rf"^{path} is not a text file \(not UTF-8"):
+        load_exclusions([str(path)])

@@ -10,12 +10,20 @@ import pathlib
 import random
 import re
 import threading
+import tracemalloc
 
 import pytest
 import zstandard
 
-from pipeline import pgn
-from pipeline.sources import InputError, NoInputError, expand_inputs, read_lines
+from pipeline import pgn, stats
+from pipeline.annotate_games import GAMES_TAG, ReadGames
+from pipeline.sources import (
+    MAX_LINE_BYTES,
+    InputError,
+    NoInputError,
+    expand_inputs,
+    read_lines,
+)
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[2] / "data" / "sample"
 
@@ -208,3 +216,61 @@ def test_an_existing_input_whose_name_looks_like_a_glob_is_read_as_that_file(tmp
     assert "\n".join(read_lines(path)) + "\n" == TEXT
     # A pattern that is not an existing name is still a glob.
     assert expand_inputs([str(tmp_path / "game [1-9].pgn")]) == [str(tmp_path / "game 1.pgn")]
+
+
+def _game(site: str) -> str:
+    return f'[Site "{site}"]\n[Result "*"]\n\n1. e4 e5 2. Nf3 Nc6 *\n\n'
+
+
+def test_a_line_too_long_for_pgn_is_skipped_named_and_read_in_bounded_memory(tmp_path):
+    # About 20 MB with no newline between valid games (a lost newline, a binary blob): the
+    # games on both sides are read, the line is named by file, line and byte offset, and the
+    # reading never holds the line whole (linear: no re-copying of a growing pending line).
+    before, after = _game("before"), _game("after")
+    long_line = "1. e4 e5 " * (20_000_000 // 9)
+    path = tmp_path / "long.pgn.zst"
+    compressor = zstandard.ZstdCompressor(level=1)
+    path.write_bytes(compressor.compress((before + long_line + "\n" + after).encode()))
+    del long_line
+    errors: list[InputError] = []
+    tracemalloc.start()
+    try:
+        games = [
+            item
+            for item in pgn.split_games(read_lines(str(path), on_long_line=errors.append))
+            if isinstance(item, pgn.GameText)
+        ]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [game.headers["Site"] for game in games] == ["before", "after"]
+    assert not any(game.truncated for game in games)
+    assert len(errors) == 1 and errors[0].path == str(path)
+    line, offset = before.count("\n") + 1, len(before.encode())
+    assert f"line {line:,} (byte {offset:,}) is longer than {MAX_LINE_BYTES:,} bytes" in str(
+        errors[0]
+    )
+    assert peak < 4 * MAX_LINE_BYTES, peak
+
+
+def test_a_line_of_exactly_the_limit_is_kept_and_one_byte_more_is_not(tmp_path):
+    path = tmp_path / "edge.pgn"
+    path.write_bytes(b"a\r\n" + b"x" * MAX_LINE_BYTES + b"\n" + b"y" * (MAX_LINE_BYTES + 1))
+    errors: list[InputError] = []
+    lines = list(read_lines(str(path), on_long_line=errors.append))
+    assert lines == ["a", "x" * MAX_LINE_BYTES, ""]
+    assert len(errors) == 1 and f"byte {MAX_LINE_BYTES + 4:,}" in str(errors[0])
+
+
+def test_annotate_reading_counts_a_too_long_line_as_an_input_error_and_reads_on(tmp_path, capsys):
+    path = tmp_path / "long.pgn"
+    path.write_text(_game("before") + "x" * (2 * MAX_LINE_BYTES) + "\n" + _game("after"))
+    outputs = list(ReadGames(sample_rate=1.0, seed=0, fail_on_input_error=False).process(str(path)))
+    games = [game for tag, batch in outputs if tag == GAMES_TAG for _, game in batch]
+    assert [game.headers["Site"] for game in games] == ["before", "after"]
+    [counts] = [value for tag, value in outputs if tag == stats.STATS_TAG]
+    [error] = counts["input_errors"]
+    assert error["file"] == str(path) and "line 6 (byte " in error["error"]
+    assert capsys.readouterr().err.count("WARNING:") == 1
+    with pytest.raises(InputError, match="long.pgn: line 6"):
+        list(ReadGames(sample_rate=1.0, seed=0, fail_on_input_error=True).process(str(path)))

@@ -5,6 +5,9 @@ parameters), and its agents choose the moves of the reference's engines."""
 from __future__ import annotations
 
 import os
+import pathlib
+import subprocess
+import sys
 
 import chess
 import numpy as np
@@ -15,6 +18,8 @@ from core.actions import NUM_ACTIONS, legal_actions, moves_to_indices
 from eval.engines import NeuralAgent
 from model.import_reference import main as import_main
 from model.predictor import Predictor
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 TOLERANCE = 1e-4
 ENGINE_BOARDS = 20
@@ -140,6 +145,28 @@ def test_import_errors_are_one_line(ref, reference_model, imported_run, tmp_path
     err = capsys.readouterr().err.strip()
     assert code == 2 and "not the released architecture" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "out").exists() and not (tmp_path / "o2").exists()
+
+
+def test_a_damaged_checkpoint_is_one_line_without_orbax_logs(ref, reference_model, tmp_path):
+    # Every file of the parameter trees cut short. Orbax logs through absl and from its
+    # threads, at exit too: only a process of its own shows all it prints.
+    damaged = tmp_path / "damaged"
+    oracle.save_released(str(damaged), 7, *reference_model("av")[1:])
+    for path in damaged.rglob("*"):
+        if path.is_file() and path.parent.name == "d":
+            os.truncate(path, 50)
+    done = subprocess.run(
+        [sys.executable, "-m", "model.import_reference", str(damaged), "--target", "av"]
+        + ["--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    [line] = done.stderr.strip().splitlines()
+    assert done.returncode == 2
+    assert line.startswith(f"error: {damaged / '7' / 'params'}: not a readable orbax checkpoint")
+    assert not (tmp_path / "out").exists()
 
 
 def test_move_indices_and_order_are_the_references(ref, real_boards):
