@@ -22,6 +22,7 @@ scale is anchored to; `<out>/elo.md` the table, `<out>/elo.png` the plot and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import pathlib
@@ -43,7 +44,14 @@ from eval.elo_fixed import FixedFit, RatedGame, fit_against_fixed, games_for_hal
 from eval.engines import make_agent
 from eval.mcts import DEFAULT_SIMS
 from eval.stockfish_agents import start_engine, uci_elo_range
-from eval.tournament import ScheduledGame, TournamentConfig, play_game, to_pgn
+from eval.tournament import (
+    AdjudicationConfig,
+    Adjudicator,
+    ScheduledGame,
+    TournamentConfig,
+    play_game,
+    to_pgn,
+)
 from eval.uci_options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
 
 # The model searchless, and searching as the UCI engine does when given Simulations: PUCT
@@ -79,6 +87,9 @@ class LadderConfig:
     max_games: int = 400  # per model
     baseline_games: int = 8  # per baseline
     max_plies: int = 400  # a draw after this many plies
+    # Stockfish calls a game one side clearly wins (eval.tournament's rule): games against weak
+    # levels are decided long before they are mated, and a search's moves cost seconds.
+    adjudicate: str = "stockfish:nodes=10000,cp=1000,plies=6"  # "": play every game out
     level_step: int = 10  # levels are multiples of this
     confidence: float = 0.95
     seed: int = 0  # chooses the openings
@@ -92,9 +103,10 @@ class LadderConfig:
             raise ValueError("level step must be >= 1 and confidence in (0, 1)")
 
     def time_control(self) -> str:
+        adjudication = f", adjudicated by {self.adjudicate}" if self.adjudicate else ""
         return (
             f"Stockfish {self.sf_time:g} s per move (movetime), no game clock; the players "
-            f"at their own per-move budgets; draw at {self.max_plies} plies"
+            f"at their own per-move budgets; draw at {self.max_plies} plies{adjudication}"
         )
 
 
@@ -191,6 +203,7 @@ def rate_player(
     max_games: int,
     record: Callable[[chess.pgn.Game], None],
     log: Callable[[str], None],
+    adjudicator: Adjudicator | None = None,
 ) -> PlayerRun:
     """Plays `agent`'s ladder into `run` until its interval is narrow enough (models only),
     `max_games`, or `deadline` (time.monotonic())."""
@@ -215,7 +228,7 @@ def rate_player(
                     sf = opponents.at(level)
                     white, black = (agent, sf) if as_white else (sf, agent)
                     t0 = time.monotonic()
-                    board, outcome = play_game(white, black, opening, config.max_plies)
+                    board, outcome = play_game(white, black, opening, config.max_plies, adjudicator)
                     scheduled = ScheduledGame(f"{len(run.games) + 1}", 0, 1, opening)
                     pgn = to_pgn(board, outcome, scheduled, [white.name, black.name], event, date)
                     record(pgn)
@@ -300,13 +313,20 @@ def run_ladder(
     check_writable(out)
     engine = Engine.probe(engine_path)
     openings = choose_openings(load_openings(), 10_000, config.seed)
+    adjudication = (
+        AdjudicationConfig.parse(config.adjudicate, engine.path) if config.adjudicate else None
+    )
     players = [(s, "baseline") for s in baselines] + [(s, "model") for s in models]
     if not players:
         raise ValueError("no players: give --models and/or --baselines")
     started = time.monotonic()
     end = started + 60 * config.max_minutes
     runs: list[PlayerRun] = []
-    with open(out / "games.pgn", "w", encoding="utf-8") as pgn_file:
+    adjudicator = Adjudicator(adjudication) if adjudication else None
+    with (
+        open(out / "games.pgn", "w", encoding="utf-8") as pgn_file,
+        adjudicator if adjudicator else contextlib.nullcontext(),
+    ):
 
         def record(pgn) -> None:
             print(pgn, file=pgn_file, end="\n\n", flush=True)
@@ -322,7 +342,18 @@ def run_ladder(
                     f"until {format_duration(deadline - time.monotonic())} or {cap} games"
                 )
                 runs.append(
-                    rate_player(agent, run, engine, openings, config, deadline, cap, record, log)
+                    rate_player(
+                        agent,
+                        run,
+                        engine,
+                        openings,
+                        config,
+                        deadline,
+                        cap,
+                        record,
+                        log,
+                        adjudicator,
+                    )
                 )
             log(
                 f"elo ladder: {run.name}: Elo {run.fit.describe()} ({run.stop}, "
@@ -409,6 +440,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-games", type=int, default=d.max_games, help="per model")
     parser.add_argument("--baseline-games", type=int, default=d.baseline_games)
     parser.add_argument("--max-plies", type=int, default=d.max_plies)
+    parser.add_argument(
+        "--adjudicate",
+        default=d.adjudicate,
+        help='stockfish:nodes=N,cp=CP,plies=K as in eval.tournament; "" for none',
+    )
     parser.add_argument("--level-step", type=int, default=d.level_step)
     parser.add_argument("--seed", type=int, default=d.seed, help="chooses the openings")
     parser.add_argument("--engine", default=None, help="Stockfish binary")

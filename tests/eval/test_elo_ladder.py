@@ -29,7 +29,7 @@ def test_a_toy_ladder_with_real_stockfish(stockfish, tmp_path):
     # A strong Stockfish as the "model" beats the weakest level and climbs; a random mover as
     # the baseline stays at the floor. Stockfish's side thinks 10 ms a move.
     config = LadderConfig(sf_time=0.01, pairs_per_step=1, max_games=4, baseline_games=2,
-                          max_plies=300, max_minutes=3)  # fmt: skip
+                          max_plies=300, max_minutes=3, adjudicate="stockfish:nodes=1000")  # fmt: skip
     lines = []
     doc = run_ladder(["stockfish:nodes=5000,name=strong"], ["random"], tmp_path, config,
                      stockfish, "toy", log=lines.append)  # fmt: skip
@@ -47,6 +47,7 @@ def test_a_toy_ladder_with_real_stockfish(stockfish, tmp_path):
     assert [g["colour"] for g in model["games"]] == ["white", "black"] * 2
     assert all(g["score"] in (0, 0.5, 1) and g["plies"] > 0 for g in model["games"])
     assert doc["time_control"].startswith("Stockfish 0.01 s per move")
+    assert doc["time_control"].endswith("adjudicated by stockfish:nodes=1000")
     assert "UCI_Elo" in doc["anchor"] and "not a Lichess" in doc["anchor"]
     assert f"{low}..{high}" in doc["anchor"]
     saved = json.loads((tmp_path / "elo.json").read_text())
