@@ -28,11 +28,25 @@ def test_next_level_aims_at_the_estimate_within_the_range():
 def test_a_toy_ladder_with_real_stockfish(stockfish, tmp_path):
     # A strong Stockfish as the "model" beats the weakest level and climbs; a random mover as
     # the baseline stays at the floor. Stockfish's side thinks 10 ms a move.
-    config = LadderConfig(sf_time=0.01, pairs_per_step=1, max_games=4, baseline_games=2,
-                          max_plies=300, max_minutes=3, adjudicate="stockfish:nodes=1000")  # fmt: skip
+    config = LadderConfig(
+        sf_time=0.01,
+        pairs_per_step=1,
+        max_games=4,
+        baseline_games=2,
+        max_plies=300,
+        max_minutes=3,
+        adjudicate="stockfish:nodes=1000",
+    )
     lines = []
-    doc = run_ladder(["stockfish:nodes=5000,name=strong"], ["random"], tmp_path, config,
-                     stockfish, "toy", log=lines.append)  # fmt: skip
+    doc = run_ladder(
+        ["stockfish:nodes=5000,name=strong"],
+        ["random"],
+        tmp_path,
+        config,
+        stockfish,
+        "toy",
+        log=lines.append,
+    )
     low, high = doc["engine"]["low"], doc["engine"]["high"]
     assert low < high
     baseline, model = doc["players"]
