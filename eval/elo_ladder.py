@@ -152,6 +152,7 @@ class PlayerRun:
             "name": self.name,
             "role": self.role,
             "stop": self.stop,
+            "target_reached": self.stop == "converged",
             "seconds": round(self.seconds, 1),
             "fit": self.fit.to_dict() if self.fit else None,
             "levels": [{"elo": e, "games": n, "points": p} for e, (n, p) in levels.items()],
@@ -265,8 +266,9 @@ def rate_player(
 def _progress(
     run: PlayerRun, level: int, config: LadderConfig, started: float, deadline: float, cap: int
 ) -> str:
-    """`elo ladder: NAME: game N vs elo L 1-0, 3.5/4 at L; estimate ..., 2.1 games/min,
-    elapsed 1m10s, ETA ...` (ETA: to the target interval, the game cap or the time cap)."""
+    """`elo ladder: NAME: game N vs elo L won as white (checkmate), 3.5/4 at L; Elo ...,
+    2.1 games/min, elapsed 1m10s, ETA ...` (ETA: to the target interval, the game cap or the
+    time cap, whichever comes first)."""
     now = time.monotonic()
     n = len(run.games)
     rate = n / max(now - started, 1e-9)  # games per second
@@ -278,8 +280,9 @@ def _progress(
         wanted = min(cap, games_for_half_width(fit.score, config.target, config.confidence))
     eta = min(max(wanted - n, 0) / rate if rate > 0 else float("inf"), max(deadline - now, 0))
     last = run.games[-1]
+    verdict = {1.0: "won", 0.5: "drew", 0.0: "lost"}[last["score"]]
     return (
-        f"elo ladder: {run.name}: game {n} vs elo {level} {last['result']} "
+        f"elo ladder: {run.name}: game {n} vs elo {level} {verdict} as {last['colour']} "
         f"({last['termination']}), {points:g}/{len(at_level)} at {level}; "
         f"Elo {fit.describe()}, {60 * rate:.2f} games/min, "
         f"elapsed {format_duration(now - started)}, ETA {format_duration(eta)}"

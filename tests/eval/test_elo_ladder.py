@@ -73,6 +73,7 @@ def test_a_toy_ladder_with_real_stockfish(stockfish, tmp_path):
     # Progress lines carry the rate and the ETA.
     game_lines = [line for line in lines if " game " in line]
     assert len(game_lines) == 6 and all("games/min" in x and "ETA" in x for x in game_lines)
+    assert all(" as white " in x or " as black " in x for x in game_lines)
 
 
 def test_an_unwritable_output_fails_before_any_game(tmp_path, capsys):
