@@ -377,11 +377,16 @@ def run_ladder(
         "players": [r.to_dict() for r in runs],
     }
     (out / "elo.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    write_reports(document, out)
+    return document
+
+
+def write_reports(document: dict, out: pathlib.Path) -> None:
+    """`elo.md` and `elo.png` from the JSON document (also `--replot`: no games)."""
     (out / "elo.md").write_text(format_markdown(document), encoding="utf-8")
     from eval.plot import plot_elo_ladder  # matplotlib only when plotting
 
     plot_elo_ladder(document, str(out / "elo.png"))
-    return document
 
 
 def format_markdown(document: dict) -> str:
@@ -452,7 +457,23 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=d.seed, help="chooses the openings")
     parser.add_argument("--engine", default=None, help="Stockfish binary")
     parser.add_argument("--out", default="results/elo", help="output directory")
+    parser.add_argument(
+        "--replot",
+        action="store_true",
+        help="play nothing: redraw elo.md and elo.png from --out's elo.json",
+    )
     return parser
+
+
+def _replot(out: pathlib.Path) -> int:
+    try:
+        document = json.loads((out / "elo.json").read_text(encoding="utf-8"))
+        write_reports(document, out)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"error: cannot redraw from {out / 'elo.json'}: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out / 'elo.md'} and {out / 'elo.png'}", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -462,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(LadderConfig, args)
     except ValueError as e:
         parser.error(str(e))
+    if args.replot:
+        return _replot(pathlib.Path(args.out))
     command = "python -m eval.elo_ladder " + shlex.join(sys.argv[1:] if argv is None else argv)
     try:
         document = run_ladder(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -66,7 +67,7 @@ def plot_puzzle_accuracy(results: list[dict], path: str, title: str = "") -> Non
 def plot_elo_ladder(document: dict, path: str) -> None:
     """Writes a PNG of an eval.elo_ladder run: left, each player's Elo with its interval (an
     arrow where only a bound is known); right, each player's score against every Stockfish
-    level it met (marker area ~ games) with the logistic curve of its fitted Elo."""
+    level it met (marker area ~ sqrt(games)) with the logistic curve of its fitted Elo."""
     players = [p for p in document["players"] if p["fit"]]
     if not players:
         raise ValueError("nothing to plot: no player has games")
@@ -114,13 +115,14 @@ def plot_elo_ladder(document: dict, path: str) -> None:
         right.scatter(
             [lv["elo"] for lv in levels],
             [100 * lv["points"] / lv["games"] for lv in levels],
-            s=[12 * lv["games"] for lv in levels],
+            s=[25 * math.sqrt(lv["games"]) for lv in levels],
             color=colour,
             alpha=0.6,
             label=p["name"],
         )
         if fit["elo"] is not None:
-            xs = np.linspace(low, high, 200)
+            # From below the player's own rating when it lies under the engine's floor.
+            xs = np.linspace(min(low, fit["elo"] - 200), high, 200)
             right.plot(xs, 100 / (1 + 10 ** ((xs - fit["elo"]) / 400)), color=colour)
     # Arrows do not widen the axes: the limits cover every finite end and the arrow's length.
     ends = [v for p in players for v in (p["fit"]["lower"], p["fit"]["upper"]) if v is not None]
@@ -134,7 +136,7 @@ def plot_elo_ladder(document: dict, path: str) -> None:
     right.set_ylabel("player's score (%)")
     right.set_ylim(-3, 103)
     right.axhline(50, color="0.7", lw=0.8)
-    right.legend(fontsize=8)
+    right.legend(fontsize=8, markerscale=0.6)
     fig.suptitle(f"Elo ladder: {document['time_control']}", fontsize=9)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

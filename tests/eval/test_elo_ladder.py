@@ -74,6 +74,16 @@ def test_a_toy_ladder_with_real_stockfish(stockfish, tmp_path):
     game_lines = [line for line in lines if " game " in line]
     assert len(game_lines) == 6 and all("games/min" in x and "ETA" in x for x in game_lines)
     assert all(" as white " in x or " as black " in x for x in game_lines)
+    # --replot redraws the table and the plot from the JSON, playing nothing.
+    (tmp_path / "elo.png").unlink()
+    assert main(["--out", str(tmp_path), "--replot"]) == 0
+    assert (tmp_path / "elo.md").read_text() == table and (tmp_path / "elo.png").exists()
+
+
+def test_replot_without_a_result_is_one_line(tmp_path, capsys):
+    assert main(["--out", str(tmp_path), "--replot"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: cannot redraw from ")
 
 
 def test_an_unwritable_output_fails_before_any_game(tmp_path, capsys):
