@@ -15,7 +15,7 @@ endif
 ACCEL_STAMP := $(if $(filter-out cpu,$(ACCEL_EXTRA)),.venv/.installed-$(ACCEL_EXTRA))
 
 .PHONY: setup engine browser web test test-fast lint demo cpu-model annotate train puzzles bench \
-	device-check search-report clean
+	device-check search-report elo clean
 
 setup: $(STAMP) $(ACCEL_STAMP) engine browser
 
@@ -137,6 +137,12 @@ device-check: setup
 MODEL   ?= models/cpu-av
 search-report: setup
 	$(PY) -m bench.search_report --model $(MODEL) --out $(RESULTS)/search $(ARGS)
+
+# An absolute Elo (eval/elo_ladder.py): models/cpu searchless and searching, greedy and random,
+# each against Stockfish UCI_Elo levels aimed where it scores half, until +-60 Elo or the time
+# cap (ELO_ARGS="--max-minutes 25" by default). JSON, table, plot and games in results/elo/.
+elo: setup
+	$(PY) -m eval.elo_ladder --out $(RESULTS)/elo $(ELO_ARGS)
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info

@@ -12,6 +12,7 @@ Agents are named on command lines by a spec, `KIND[:OPTIONS]`, OPTIONS being com
 
     random                      random:seed=3               greedy
     stockfish:nodes=100000      stockfish:time=0.1,threads=1      stockfish:depth=12,skill=5
+    stockfish:elo=1500          stockfish:elo=1500,time=0.05
     oracle:nodes=2000           oracle:time=0.05
     neural:runs/small           neural:runs/small,temperature=0.5,ema=false,seed=1
     mcts:runs/small,sims=256    mcts:runs/bc,value=runs/sv,batch=8,contempt=5
@@ -35,6 +36,7 @@ from eval.agent_base import Agent as Agent
 from eval.agent_base import AgentBase, legal_moves
 from eval.evaluators import DEFAULT_PRIOR_TEMPERATURE, LeafEvaluator, make_evaluator
 from eval.mcts import DEFAULT_CPUCT, DEFAULT_SIMS, SearchConfig, SearchLimit, TreeSearch
+from eval.stockfish_agents import ELO_MOVE_TIME
 from eval.stockfish_agents import EngineSettings as EngineSettings
 from eval.stockfish_agents import StockfishAgent as StockfishAgent
 from eval.stockfish_agents import StockfishOracleAgent as StockfishOracleAgent
@@ -302,6 +304,10 @@ Agent specs are KIND[:OPTIONS], OPTIONS comma-separated key=value pairs:
                                        capture and any promotion counted, no reply looked
                                        at); ties to the first move in action-space order
   stockfish:LIMIT[,OPTS]               Stockfish playing normally
+  stockfish:elo=N[,LIMIT,OPTS]         Stockfish weakened to UCI_Elo N (UCI_LimitStrength, the
+                                       engine's own calibration; N within the range its `uci`
+                                       answer gives, 1350..2850 for Stockfish 15.1); LIMIT
+                                       defaults to time={ELO_MOVE_TIME}
   oracle:LIMIT[,OPTS]                  every legal move searched alone, best value wins
       LIMIT: nodes=N | time=SECONDS | depth=D (combinable)
       OPTS:  threads=1, hash=16 (MB), skill=0..20, engine=PATH (else --engine, $STOCKFISH,
@@ -330,7 +336,7 @@ _ENGINE_KEYS = {"nodes", "time", "depth", "threads", "hash", "skill", "engine", 
 _ALLOWED = {
     "random": {"seed", "name"},
     "greedy": {"name"},
-    "stockfish": _ENGINE_KEYS,
+    "stockfish": _ENGINE_KEYS | {"elo"},
     "oracle": _ENGINE_KEYS,
     "neural": {"path", "ema", "temperature", "seed", "repetition", "name"},
     "mcts": {
@@ -422,15 +428,20 @@ def _flag(spec: AgentSpec, key: str, default: bool) -> bool:
 
 
 def engine_settings(spec: AgentSpec, engine_path: str | None = None) -> EngineSettings:
+    elo = _number(spec, "elo", int)
+    limits = {key: spec.options.get(key) for key in ("nodes", "time", "depth")}
+    # A weakened engine picks its move at a shallow depth, so a short think is its whole play.
+    default_time = ELO_MOVE_TIME if elo is not None and not any(limits.values()) else None
     try:
         return EngineSettings(
             path=spec.options.get("engine", engine_path),
             nodes=_number(spec, "nodes", int),
-            time=_number(spec, "time", float),
+            time=_number(spec, "time", float, default_time),
             depth=_number(spec, "depth", int),
             threads=_number(spec, "threads", int, 1),
             hash_mb=_number(spec, "hash", int, 16),
             skill=_number(spec, "skill", int),
+            elo=elo,
         )
     except ValueError as e:
         if str(e).startswith("agent spec"):

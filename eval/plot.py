@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -57,6 +58,86 @@ def plot_puzzle_accuracy(results: list[dict], path: str, title: str = "") -> Non
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize="small")
     ax.set_title(title or "Puzzle accuracy by rating")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_elo_ladder(document: dict, path: str) -> None:
+    """Writes a PNG of an eval.elo_ladder run: left, each player's Elo with its interval (an
+    arrow where only a bound is known); right, each player's score against every Stockfish
+    level it met (marker area ~ sqrt(games)) with the logistic curve of its fitted Elo."""
+    players = [p for p in document["players"] if p["fit"]]
+    if not players:
+        raise ValueError("nothing to plot: no player has games")
+    low, high = document["engine"]["low"], document["engine"]["high"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 0.6 * len(players) + 3.5))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for row, p in enumerate(players):
+        fit, colour = p["fit"], colours[row % len(colours)]
+        if fit["bound"] == "upper":
+            left.annotate(
+                "",
+                (fit["upper"] - 250, row),
+                (fit["upper"], row),
+                arrowprops={"arrowstyle": "->", "color": colour},
+            )
+            left.plot([fit["upper"]], [row], "|", color=colour, markersize=12)
+            label = f"< {fit['upper']:.0f}"
+        elif fit["bound"] == "lower":
+            left.annotate(
+                "",
+                (fit["lower"] + 250, row),
+                (fit["lower"], row),
+                arrowprops={"arrowstyle": "->", "color": colour},
+            )
+            left.plot([fit["lower"]], [row], "|", color=colour, markersize=12)
+            label = f"> {fit['lower']:.0f}"
+        else:
+            left.errorbar(
+                [fit["elo"]],
+                [row],
+                xerr=[[fit["elo"] - fit["lower"]], [fit["upper"] - fit["elo"]]],
+                fmt="o",
+                color=colour,
+                capsize=4,
+            )
+            label = f"{fit['elo']:.0f} [{fit['lower']:.0f}, {fit['upper']:.0f}]"
+        left.text(
+            0.02,
+            row + 0.25,
+            f"{p['name']}: {label} ({len(p['games'])} games)",
+            transform=left.get_yaxis_transform(),
+            fontsize=8,
+        )
+        levels = p["levels"]
+        right.scatter(
+            [lv["elo"] for lv in levels],
+            [100 * lv["points"] / lv["games"] for lv in levels],
+            s=[25 * math.sqrt(lv["games"]) for lv in levels],
+            color=colour,
+            alpha=0.6,
+            label=p["name"],
+        )
+        if fit["elo"] is not None:
+            # From below the player's own rating when it lies under the engine's floor.
+            xs = np.linspace(min(low, fit["elo"] - 200), high, 200)
+            right.plot(xs, 100 / (1 + 10 ** ((xs - fit["elo"]) / 400)), color=colour)
+    # Arrows do not widen the axes: the limits cover every finite end and the arrow's length.
+    ends = [v for p in players for v in (p["fit"]["lower"], p["fit"]["upper"]) if v is not None]
+    left.set_xlim(min(low, *ends) - 300, max(high, *ends) + 300)
+    left.axvspan(low, high, color="0.92", zorder=0, label=f"UCI_Elo range {low}..{high}")
+    left.set_yticks([])
+    left.set_ylim(-0.7, len(players) - 0.2)
+    left.set_xlabel("Elo (Stockfish UCI_Elo scale), 95% interval")
+    left.legend(loc="lower right", fontsize=8)
+    right.set_xlabel("Stockfish UCI_Elo of the opponent")
+    right.set_ylabel("player's score (%)")
+    right.set_ylim(-3, 103)
+    right.axhline(50, color="0.7", lw=0.8)
+    right.legend(fontsize=8, markerscale=0.6)
+    fig.suptitle(f"Elo ladder: {document['time_control']}", fontsize=9)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=120)

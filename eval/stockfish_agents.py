@@ -15,6 +15,11 @@ from core.interrupts import sigint_deferred
 from core.values import Score, best_score_index
 from eval.agent_base import AgentBase, legal_moves
 
+# Seconds per move of `stockfish:elo=N` without a limit of its own. Stockfish weakened by
+# UCI_LimitStrength picks its move when its iterative deepening reaches depth 1 + skill level
+# (a handful of plies near the bottom of the range), which takes milliseconds.
+ELO_MOVE_TIME = 0.1
+
 
 @dataclass(frozen=True)
 class EngineSettings:
@@ -27,6 +32,9 @@ class EngineSettings:
     threads: int = 1  # one thread keeps node-limited searches deterministic
     hash_mb: int = 16
     skill: int | None = None  # Stockfish "Skill Level" 0..20 (weakened play), None = full
+    # UCI_LimitStrength at this UCI_Elo: the engine's own Elo calibration (range checked
+    # against the engine's `uci` answer when it starts); None = full strength
+    elo: int | None = None
     extra_options: dict[str, str | int | bool] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -40,14 +48,16 @@ class EngineSettings:
             raise ValueError("threads and hash must be >= 1")
         if self.skill is not None and not 0 <= self.skill <= 20:
             raise ValueError(f"skill must lie in 0..20, got {self.skill}")
+        if self.skill is not None and self.elo is not None:
+            raise ValueError("give skill or elo, not both (UCI_Elo overrides Skill Level)")
 
     @property
     def limit(self) -> chess.engine.Limit:
         return chess.engine.Limit(nodes=self.nodes, time=self.time, depth=self.depth)
 
     def describe(self) -> str:
-        parts = [f"{k}={getattr(self, k)}" for k in ("nodes", "time", "depth") if getattr(self, k)]
-        return ",".join(parts)
+        keys = ("elo", "nodes", "time", "depth")
+        return ",".join(f"{k}={getattr(self, k)}" for k in keys if getattr(self, k))
 
 
 class _UciProcess:
@@ -68,6 +78,8 @@ class _UciProcess:
         }
         if self.settings.skill is not None:
             options["Skill Level"] = self.settings.skill
+        if self.settings.elo is not None:
+            options |= {"UCI_LimitStrength": True, "UCI_Elo": self.settings.elo}
         options.update(self.settings.extra_options)
         self._engine = start_engine(self.path, options)
 
@@ -94,14 +106,45 @@ class _UciProcess:
             _shut_down(engine)
 
 
+def uci_elo_range(engine: chess.engine.SimpleEngine, path: str) -> tuple[int, int]:
+    """The UCI_Elo range the engine announces in its `uci` answer; ValueError (one line
+    naming the engine) when it has no UCI_Elo option."""
+    option = engine.options.get("UCI_Elo")
+    if option is None or option.min is None or option.max is None:
+        raise ValueError(f"engine {path} has no UCI_Elo option: it cannot play at an Elo")
+    return int(option.min), int(option.max)
+
+
+def engine_elo_range(path: str | None = None) -> tuple[int, int]:
+    """The UCI_Elo range of the engine at `path` (core.engine_path.find_engine when None)."""
+    path = find_engine(path)
+    engine = start_engine(path, {})
+    try:
+        return uci_elo_range(engine, path)
+    finally:
+        _shut_down(engine)
+
+
+def _check_elo(engine: chess.engine.SimpleEngine, path: str, options: dict) -> None:
+    if "UCI_Elo" not in options:
+        return
+    low, high = uci_elo_range(engine, path)
+    if not low <= int(options["UCI_Elo"]) <= high:
+        raise ValueError(
+            f"elo={options['UCI_Elo']} is outside {path}'s UCI_Elo range {low}..{high}"
+        )
+
+
 def start_engine(path: str, options: dict[str, str | int | bool]) -> chess.engine.SimpleEngine:
-    """A running UCI engine with those of `options` it has. Ctrl-C while it starts is
+    """A running UCI engine with those of `options` it has; a UCI_Elo among them must lie in
+    the engine's range (ValueError otherwise). Ctrl-C while it starts is
     deferred to the end, where it shuts the engine down before it propagates: an engine
     half-started by python-chess would keep the process from exiting."""
     engine = None
     try:
         with sigint_deferred():
             engine = chess.engine.SimpleEngine.popen_uci(path)
+            _check_elo(engine, path, options)
             engine.configure({k: v for k, v in options.items() if k in engine.options})
     except BaseException:
         if engine is not None:

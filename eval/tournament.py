@@ -2,7 +2,7 @@
 
     python -m eval.tournament --agents random stockfish:nodes=1000 neural:runs/small \\
         --games 10 [--openings FILE.pgn|FILE.epd] [--adjudicate stockfish:nodes=10000] \\
-        [--anchor random] [--out results/tournament] [--resume]
+        [--anchor random[=RATING]] [--out results/tournament] [--resume]
 
 Every pair of agents plays `--games` games: `--games / 2` openings (a seeded choice from the
 bundled ECO set or the given file, the same openings for every pair), each once with either
@@ -21,6 +21,7 @@ import argparse
 import datetime
 import itertools
 import json
+import math
 import pathlib
 import re
 import sys
@@ -434,7 +435,11 @@ def _parser() -> argparse.ArgumentParser:
         "consecutive plies at N nodes (default 10000)",
     )
     parser.add_argument(
-        "--anchor", default=None, help="agent fixed at --anchor-elo (default: first)"
+        "--anchor",
+        default=None,
+        metavar="NAME[=RATING]",
+        help="agent (name or spec) fixed at RATING, else at --anchor-elo (default: the first "
+        "agent at 0), e.g. stockfish:elo=1500=1500 for the engine's own calibrated rating",
     )
     parser.add_argument("--anchor-elo", type=float, default=0.0)
     parser.add_argument(
@@ -450,6 +455,33 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true", help="keep finished games in --out")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
+
+
+def resolve_anchor(
+    text: str, names: Sequence[str], specs: Sequence[str]
+) -> tuple[str, float | None]:
+    """`--anchor NAME[=RATING]` -> (the agent's name, RATING or None). NAME is an agent's name
+    or the spec it was built from (`--anchor random`). Specs hold `=` themselves, so the whole
+    text is tried as a name first and only then split at its last `=`. ValueError (one line)
+    when no agent matches or RATING is not a number."""
+
+    def agent(name: str) -> str | None:
+        if name in names:
+            return name
+        return next((n for n, s in zip(names, specs, strict=True) if s == name), None)
+
+    if (whole := agent(text)) is not None:
+        return whole, None
+    name, eq, rating = text.rpartition("=")
+    if eq and (found := agent(name)) is not None:
+        try:
+            value = float(rating)
+        except ValueError:
+            raise ValueError(f"--anchor {text!r}: rating {rating!r} is not a number") from None
+        if not math.isfinite(value):
+            raise ValueError(f"--anchor {text!r}: rating must be finite")
+        return found, value
+    raise ValueError(f"--anchor {text!r} is none of the agents {list(names)}")
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -473,12 +505,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             except FileNotFoundError as e:  # a neural agent's checkpoint, an engine
                 raise ValueError(f"agent {spec!r}: {e}") from None
         names = [a.name for a in agents]
-        if anchor is not None and anchor not in names:
-            # Accept the spec text too: `--anchor random` for the agent built from `random`.
-            matches = [n for n, s in zip(names, specs, strict=True) if s == anchor]
-            if not matches:
-                parser.error(f"--anchor {anchor!r} is none of the agents {names}")
-            anchor = matches[0]
+        if anchor is not None:
+            anchor, rating = resolve_anchor(anchor, names, specs)
+            if rating is not None:
+                config = TournamentConfig(**(asdict(config) | {"anchor_elo": rating}))
         config = TournamentConfig(**(asdict(config) | {"anchor": anchor}))
         summary = run_tournament(
             agents,

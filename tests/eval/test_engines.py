@@ -9,6 +9,7 @@ import pytest
 from core.actions import legal_actions
 from core.engine_path import EngineNotFoundError
 from eval.engines import (
+    ELO_MOVE_TIME,
     Agent,
     EngineSettings,
     GreedyAgent,
@@ -23,6 +24,7 @@ from eval.engines import (
     pick_index,
     repetition_adjusted,
 )
+from eval.stockfish_agents import engine_elo_range
 
 SCHOLAR = "r1bqkbnr/pppp1ppp/2n5/4p3/2B1P3/5Q2/PPPP1PPP/RNB1K1NR w KQkq - 2 4"  # Qxf7#
 FOOL = "rnbqkbnr/pppp1ppp/8/4p3/6P1/5P2/PPPPP2P/RNBQKBNR b KQkq - 0 2"  # Qh4#
@@ -72,6 +74,9 @@ def test_bad_specs_name_the_problem(text, message):
         ("stockfish:nodes=-5", "must be positive"),
         ("oracle:time=fast", "time='fast' is not a float"),
         ("stockfish:nodes=10,skill=40", "skill"),
+        ("stockfish:elo=strong", "elo='strong' is not a int"),
+        ("stockfish:elo=1500,skill=3", "skill or elo, not both"),
+        ("oracle:nodes=10,elo=1500", "unknown option 'elo'"),
     ],
 )
 def test_bad_values_fail_before_any_engine_starts(text, message):
@@ -204,6 +209,32 @@ def test_stockfish_process_is_gone_after_close(stockfish):
         pid = oracle.pid
         assert alive(pid)
     assert not alive(pid)
+
+
+def test_stockfish_elo_plays_within_the_range_the_engine_announces(stockfish):
+    low, high = engine_elo_range(stockfish)
+    assert 0 < low < high  # Stockfish 15.1 says 1350..2850, later versions 1320..3190
+    with make_agent(f"stockfish:elo={low}", engine_path=stockfish) as agent:
+        assert agent.settings.elo == low and agent.settings.time == ELO_MOVE_TIME
+        assert agent.choose_move(chess.Board()) in chess.Board().legal_moves
+    with make_agent(f"stockfish:elo={high},nodes=500", engine_path=stockfish) as agent:
+        assert agent.settings.time is None and agent.settings.nodes == 500
+    for outside in (low - 1, high + 1):
+        with pytest.raises(ValueError, match=rf"elo={outside} is outside .*range {low}\.\.{high}"):
+            make_agent(f"stockfish:elo={outside}", engine_path=stockfish)
+
+
+def test_an_elo_outside_the_range_is_one_line_and_a_failing_exit(stockfish, tmp_path, capsys):
+    from eval.tournament import main
+
+    low, high = engine_elo_range(stockfish)
+    code = main(
+        ["--agents", "random", f"stockfish:elo={high + 100}", "--engine", stockfish]
+        + ["--games", "2", "--out", str(tmp_path), "--quiet"]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err == (f"error: elo={high + 100} is outside {stockfish}'s UCI_Elo range {low}..{high}")
 
 
 def test_stockfish_restarts_after_a_crash(stockfish):

@@ -297,3 +297,32 @@ def test_pgn_headers_round_trip_through_a_reader():
     assert parsed.headers["FEN"] == opening.fen and parsed.headers["SetUp"] == "1"
     assert [m.uci() for m in parsed.mainline_moves()] == ["d3d4", "e6e7"]
     assert parsed.headers["Termination"] == "max plies (1)" and "ECO" not in parsed.headers
+
+
+def test_anchor_name_equals_rating_shifts_every_rating(tmp_path, capsys):
+    # The same games (random movers are seeded) rated with the anchor at 0 and at 1500:
+    # every rating moves by 1500, the intervals stay.
+    common = ["--agents", "random", "random:seed=9", "greedy", "--games", "2"]
+    common += ["--max-plies", "40", "--quiet"]
+    assert main([*common, "--anchor", "random", "--out", str(tmp_path / "a")]) == 0
+    assert main([*common, "--anchor", "random=1500", "--out", str(tmp_path / "b")]) == 0
+    # A spec holding `=` itself: the whole text is a name first, then NAME=RATING.
+    spec_anchor = ["--anchor", "random:seed=9=-200", "--out", str(tmp_path / "c")]
+    assert main([*common, *spec_anchor]) == 0
+    fits = [
+        {
+            p["name"]: p
+            for p in json.loads((tmp_path / d / "tournament.json").read_text())["elo"]["players"]
+        }
+        for d in "abc"
+    ]
+    assert fits[0]["random"]["elo"] == 0 and fits[1]["random"]["elo"] == 1500
+    assert fits[2]["random:seed=9"]["elo"] == -200
+    for name in fits[0]:
+        assert fits[1][name]["elo"] == pytest.approx(fits[0][name]["elo"] + 1500, abs=1e-6)
+        assert fits[1][name]["ci"] == pytest.approx(fits[0][name]["ci"], abs=1e-6)
+    capsys.readouterr()
+    assert main([*common, "--anchor", "random=strong", "--out", str(tmp_path / "d")]) == 2
+    assert "rating 'strong' is not a number" in capsys.readouterr().err
+    assert main([*common, "--anchor", "nobody=1500", "--out", str(tmp_path / "d")]) == 2
+    assert "is none of the agents" in capsys.readouterr().err
