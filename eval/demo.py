@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import logging
 import os
 import pathlib
 import shutil
@@ -31,8 +30,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from core.cli import config_from_args
-from core.interrupts import exit_code, interrupted
+from core.interrupts import caused_by_interrupt, exit_code, interrupted
 from eval.steps import StepLog, annotate_step, fingerprint
+from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, set_verbose
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
@@ -315,6 +315,9 @@ def print_summary(summary: dict) -> None:
     print(f"done in {summary['wall_seconds']:.0f}s; results in {summary['outputs']['summary']}")
 
 
+_INTERRUPTED = "demo: interrupted; run it again: finished steps are reused"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval.demo", description=__doc__)
     defaults = DemoConfig()
@@ -325,14 +328,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=defaults.workers, help="engines at once")
     parser.add_argument("--engine", default=None, help="Stockfish binary")
     parser.add_argument("--fresh", action="store_true", help="recompute every step")
+    parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
     args = parser.parse_args(argv)
-    # Beam's workers relay their start-up warnings through the job service: not news here.
-    logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    set_verbose(args.verbose)  # Beam's start-up chatter: not news here (pipeline/beam_env.py)
     config = config_from_args(DemoConfig, args)
     try:
         print_summary(run(config, fresh=args.fresh))
+    except Exception as e:  # noqa: BLE001 - only to tell an interrupted import from a failure
+        if not caused_by_interrupt(e):
+            raise
+        return interrupted(_INTERRUPTED)
     except KeyboardInterrupt:
-        return interrupted("demo: interrupted; run it again: finished steps are reused")
+        return interrupted(_INTERRUPTED)
     return 0
 
 

@@ -77,6 +77,7 @@ from pipeline import stats
 from pipeline.bag import BagFormatError, BagReader, expand_pattern
 from pipeline.bag_records import KINDS, check_kind, decode_av, decode_bc, decode_sv
 from pipeline.bag_salvage import decode_range, ranges
+from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, keep_line, scratch_tempdir, set_verbose
 from pipeline.card import write_card
 from pipeline.portable import (
     DEFAULT_GROUPS,
@@ -496,9 +497,10 @@ def run_config(config: ChessBenchConfig, beam_args: Sequence[str] = ()) -> dict:
         flush=True,
     )
     began = time.monotonic()
-    root = beam.Pipeline(options=options)
-    build(root, config, shards, static)
-    root.run().wait_until_finish()
+    with scratch_tempdir():
+        root = beam.Pipeline(options=options)
+        build(root, config, shards, static)
+        root.run().wait_until_finish()
     wall = time.monotonic() - began
     path = stats_path(config.split_dir)
     document = stats.read_json(path)
@@ -526,6 +528,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-shards", type=int, default=16, help="output Parquet shards")
     parser.add_argument("--chunk-records", type=int, default=65_536, help="records per task")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing split")
+    parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
     parser.add_argument(
         "--groups",
         type=int,
@@ -552,7 +555,9 @@ def _stopped(config: ChessBenchConfig, signum: int) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         config, beam_args = parse_args(sys.argv[1:] if argv is None else argv)
-        with stop_on_signals(functools.partial(_stopped, config)):
+        if VERBOSE_FLAG in (sys.argv[1:] if argv is None else argv):
+            set_verbose(True)
+        with stop_on_signals(functools.partial(_stopped, config), keep_line):
             document = run_config(config, beam_args)
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
