@@ -54,17 +54,28 @@ def interrupted(message: str) -> int:
     return EXIT_INTERRUPTED
 
 
-def caused_by_interrupt(error: BaseException) -> bool:
-    """Whether `error` is, or was raised because of, a KeyboardInterrupt. A Ctrl-C that lands
-    while a C extension initialises (numpy's, under `import jax`) comes out as an ImportError
-    caused by the KeyboardInterrupt, not as the KeyboardInterrupt itself."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, KeyboardInterrupt):
-            return True
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return False
+@contextlib.contextmanager
+def sigint_exits(message: str) -> Iterator[None]:
+    """Within the block, Ctrl-C prints `message` and ends the process with EXIT_INTERRUPTED at
+    once. For blocks with nothing to save whose KeyboardInterrupt would not come out clean:
+    importing JAX, a Ctrl-C that lands while a C extension initialises becomes an ImportError
+    (with a 40-line traceback), and one inside a garbage-collector callback is printed as
+    "Exception ignored" and then lost. In the main thread only; elsewhere it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(_signum: int, _frame: object) -> None:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        _write_all(sys.stderr.fileno(), f"{message}\n".encode())
+        os._exit(EXIT_INTERRUPTED)
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager
