@@ -69,7 +69,7 @@ from core.engine_path import find_engine
 from core.interrupts import stop_on_signals
 from core.progress import format_duration, print_result
 from core.schema import FAILURES_PREFIX, SCHEMA_VERSION, failures_dir, shard_name, stats_path
-from pipeline import stats
+from pipeline import engine_slots, stats
 from pipeline.action_values import MODES
 from pipeline.annotate_config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
 from pipeline.annotate_games import stopping_input_error
@@ -416,6 +416,7 @@ def _run_pipeline(
             if stop is None:
                 raise
             raise stop from None
+    engine_slots.close_idle()  # the DirectRunner's in-process workers' engines: the job is done
     wall = time.monotonic() - began
     path = stats_path(config.split_dir)
     document = stats.read_json(path)
