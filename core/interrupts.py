@@ -20,7 +20,8 @@ terminal's Ctrl-C before it is stopped. Beam's multi-processing workers are star
 `/bin/sh`, which unblocks it, so they do get a terminal's Ctrl-C and start printing their
 tracebacks; to keep those off the terminal, the block's stderr (file descriptor 2, which
 child processes inherit) is a pipe that the same thread relays to the real stderr, falling
-silent at the signal.
+silent at the signal. The relay can also drop lines (`keep_line`), which is how Beam's
+worker processes' start-up chatter is kept off the terminal (pipeline/beam_env.py).
 """
 
 from __future__ import annotations
@@ -51,6 +52,30 @@ def interrupted(message: str) -> int:
     EXIT_INTERRUPTED."""
     print(message, file=sys.stderr, flush=True)
     return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def sigint_exits(message: str) -> Iterator[None]:
+    """Within the block, Ctrl-C prints `message` and ends the process with EXIT_INTERRUPTED at
+    once. For blocks with nothing to save whose KeyboardInterrupt would not come out clean:
+    importing JAX, a Ctrl-C that lands while a C extension initialises becomes an ImportError
+    (with a 40-line traceback), and one inside a garbage-collector callback is printed as
+    "Exception ignored" and then lost. In the main thread only; elsewhere it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(_signum: int, _frame: object) -> None:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        _write_all(sys.stderr.fileno(), f"{message}\n".encode())
+        os._exit(EXIT_INTERRUPTED)
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager
@@ -121,8 +146,12 @@ class _Watch:
     took the same Ctrl-C for this process, though not always after this process ran its handler.
     """
 
-    def __init__(self, stop: Callable[[int], None]) -> None:
+    def __init__(
+        self, stop: Callable[[int], None], keep_line: Callable[[bytes], bool] | None = None
+    ) -> None:
         self._stop = stop
+        self._keep_line = keep_line
+        self._pending = b""  # the start of a line not yet complete, when filtering lines
         sys.stderr.flush()
         self.real_stderr = os.dup(2)
         self._output, write = os.pipe()
@@ -166,8 +195,18 @@ class _Watch:
             if not chunk:
                 break
             self._await_a_late_signal()  # output that came after a signal is its doing
-            _write_all(self.real_stderr, chunk)
+            _write_all(self.real_stderr, self._filtered(chunk))
+        if self._pending and self._keep_line(self._pending):  # a last line without "\n"
+            _write_all(self.real_stderr, self._pending)
         os.close(self._output)
+
+    def _filtered(self, chunk: bytes) -> bytes:
+        """`chunk` without the lines `keep_line` refuses; a line is held until it is whole."""
+        if self._keep_line is None:
+            return chunk
+        lines = (self._pending + chunk).split(b"\n")
+        self._pending = lines.pop()
+        return b"".join(line + b"\n" for line in lines if self._keep_line(line))
 
     def close(self) -> None:
         """Gives fd 2 back to the real stderr once what was written to it is relayed."""
@@ -180,12 +219,15 @@ class _Watch:
 
 
 @contextlib.contextmanager
-def stop_on_signals(on_stop: Callable[[int], str]) -> Iterator[None]:
+def stop_on_signals(
+    on_stop: Callable[[int], str], keep_line: Callable[[bytes], bool] | None = None
+) -> Iterator[None]:
     """Within the block, SIGINT/SIGTERM end the process as the module doc describes.
 
     `on_stop(signum)` runs once, in a thread of its own while the command's threads go on;
-    it returns the line to print on stderr. Outside the main thread this does nothing (the
-    signals are the main thread's to handle).
+    it returns the line to print on stderr. `keep_line(line)`, if given, decides which lines
+    written to stderr (by this process or its children) reach it. Outside the main thread
+    this does nothing (the signals are the main thread's to handle).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -203,7 +245,7 @@ def stop_on_signals(on_stop: Callable[[int], str]) -> Iterator[None]:
         _write_all(watch.real_stderr, f"{line}\n".encode())
         os._exit(exit_code(signum))
 
-    watch = _Watch(stop)
+    watch = _Watch(stop, keep_line)
     # The Python-level handlers make the C-level one write the wakeup byte; if the main
     # thread gets to run them first, they stop the same way.
     previous = {s: signal.signal(s, lambda signum, frame: stop(signum)) for s in SIGNALS}

@@ -16,6 +16,13 @@ import numpy as np
 LICHESS_CP_SCALE = 0.00368208
 
 
+def is_win_probability(p: np.ndarray | float) -> np.ndarray:
+    """Whether each value may be stored as a win probability: a number in [0, 1] (NaN is
+    not)."""
+    p = np.asarray(p, dtype=np.float64)
+    return (p >= 0.0) & (p <= 1.0)
+
+
 def win_probability(cp: int | None = None, mate: int | None = None) -> float:
     """Win probability for the side to move from exactly one of `cp` or `mate`."""
     if (cp is None) == (mate is None):

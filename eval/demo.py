@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import logging
 import os
 import pathlib
 import shutil
@@ -31,8 +30,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from core.cli import config_from_args
-from core.interrupts import exit_code, interrupted
+from core.interrupts import exit_code, interrupted, sigint_exits
 from eval.steps import StepLog, annotate_step, fingerprint
+from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, set_verbose
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
@@ -59,6 +59,9 @@ class DemoConfig:
     tournament_max_plies: int = 200
     adjudicate: str = "stockfish:nodes=2000,cp=600,plies=6"
     engine: str | None = None
+
+
+_INTERRUPTED = "demo: interrupted; run it again: finished steps are reused"
 
 
 def banner(number: int, title: str) -> None:
@@ -99,8 +102,9 @@ def annotate(config: DemoConfig, log: StepLog) -> dict:
 
 
 def train(config: DemoConfig, log: StepLog) -> dict:
-    from model import config as config_lib
-    from model.train import train as train_model
+    with sigint_exits(_INTERRUPTED):  # JAX's import: see sigint_exits
+        from model import config as config_lib
+        from model.train import train as train_model
 
     work = pathlib.Path(config.work)
     model_config = config_lib.load(
@@ -131,8 +135,9 @@ def train(config: DemoConfig, log: StepLog) -> dict:
 
 
 def metrics(config: DemoConfig, log: StepLog, out: pathlib.Path) -> dict:
-    from eval.metrics import evaluate_checkpoint, read_rows
-    from model.predictor import Predictor
+    with sigint_exits(_INTERRUPTED):  # JAX's import: see sigint_exits
+        from eval.metrics import evaluate_checkpoint, read_rows
+        from model.predictor import Predictor
 
     key = fingerprint(log.done.get("train"), log.done.get("annotate-test"), config.metrics_boards)
     if not log.finished("metrics", key, [out]):
@@ -159,9 +164,10 @@ def agent_specs(config: DemoConfig) -> dict[str, str]:
 
 
 def puzzles(config: DemoConfig, log: StepLog, out: pathlib.Path, plot: pathlib.Path) -> dict:
-    from eval.engines import make_agent
-    from eval.plot import plot_puzzle_accuracy
-    from eval.puzzles import evaluate, read_puzzles
+    with sigint_exits(_INTERRUPTED):  # JAX's import: see sigint_exits
+        from eval.engines import make_agent
+        from eval.plot import plot_puzzle_accuracy
+        from eval.puzzles import evaluate, read_puzzles
 
     specs = agent_specs(config)
     chosen = [specs["model"], specs["random"], specs["stockfish"]]
@@ -183,8 +189,9 @@ def puzzles(config: DemoConfig, log: StepLog, out: pathlib.Path, plot: pathlib.P
 
 
 def tournament(config: DemoConfig, log: StepLog, out_dir: pathlib.Path) -> dict:
-    from eval.engines import make_agent
-    from eval.tournament import AdjudicationConfig, TournamentConfig, run_tournament
+    with sigint_exits(_INTERRUPTED):  # JAX's import: see sigint_exits
+        from eval.engines import make_agent
+        from eval.tournament import AdjudicationConfig, TournamentConfig, run_tournament
 
     specs = agent_specs(config)
     chosen = [specs["model"], specs["random"], specs["weak"]]
@@ -325,14 +332,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=defaults.workers, help="engines at once")
     parser.add_argument("--engine", default=None, help="Stockfish binary")
     parser.add_argument("--fresh", action="store_true", help="recompute every step")
+    parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
     args = parser.parse_args(argv)
-    # Beam's workers relay their start-up warnings through the job service: not news here.
-    logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    set_verbose(args.verbose)  # Beam's start-up chatter: not news here (pipeline/beam_env.py)
     config = config_from_args(DemoConfig, args)
     try:
         print_summary(run(config, fresh=args.fresh))
     except KeyboardInterrupt:
-        return interrupted("demo: interrupted; run it again: finished steps are reused")
+        return interrupted(_INTERRUPTED)
     return 0
 
 

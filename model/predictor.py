@@ -300,7 +300,8 @@ class Predictor:
         self, states: np.ndarray, actions: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """AV/SV: `log_probs` and the expected win probability of each row from the same
-        network pass (the values equal action_values'/state_values' bit for bit)."""
+        network pass (the values are action_values'/state_values' up to float32 rounding:
+        another compiled program, which XLA may fuse differently)."""
         if not self.config.target_kind.value_head:
             raise TargetError(f"values need an AV or SV model, not {self.config.target!r}")
         states, actions = self._token_rows(states, actions)

@@ -3,14 +3,17 @@
     pip install -e '.[tensorboard]'; tensorboard --logdir runs/
 
 Only numbers that describe the learning are written (loss, accuracies, Kendall's tau,
-learning rate, examples/s, epoch), each as `<kind>/<name>` against the step; the wall-clock
-time of a record stays in metrics.jsonl (every event carries its own time anyway). The
-events are written with TensorBoard's own writer and protos, without TensorFlow.
+learning rate, examples/s, epoch), each as `<kind>/<name>` against the step. The wall-clock
+time of a record is not a scalar but each event's own time (TensorBoard's Relative and Wall
+axes): the record's `time` where it has one, else the time it is written. metrics.jsonl is
+not touched here, so its bytes (and exact resume) do not depend on the clock through this
+module. The events are written with TensorBoard's own writer and protos, without TensorFlow.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 try:
@@ -43,7 +46,7 @@ class ScalarEvents:
             # A restart marker: TensorBoard's reader purges the events of steps >= this one
             # that were written before it (its purge_orphaned_data, on by default).
             start = SessionLog(status=SessionLog.START)
-            self._writer.add_event(Event(step=purge_step, session_log=start))
+            self._writer.add_event(Event(wall_time=time.time(), step=purge_step, session_log=start))
             self._writer.flush()
 
     def write(self, record: dict[str, Any]) -> None:
@@ -56,7 +59,11 @@ class ScalarEvents:
             and not isinstance(value, bool)
         ]
         if values:
-            self._writer.add_event(Event(step=int(record["step"]), summary=Summary(value=values)))
+            wall_time = float(record.get("time") or time.time())
+            event = Event(
+                wall_time=wall_time, step=int(record["step"]), summary=Summary(value=values)
+            )
+            self._writer.add_event(event)
             self._writer.flush()
 
     def close(self) -> None:

@@ -69,7 +69,7 @@ from core.engine_path import find_engine
 from core.interrupts import stop_on_signals
 from core.progress import format_duration, print_result
 from core.schema import FAILURES_PREFIX, SCHEMA_VERSION, failures_dir, shard_name, stats_path
-from pipeline import stats
+from pipeline import engine_slots, stats
 from pipeline.action_values import MODES
 from pipeline.annotate_config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
 from pipeline.annotate_games import stopping_input_error
@@ -81,6 +81,7 @@ from pipeline.annotate_journal import (
     flush_open_writers,
 )
 from pipeline.annotate_output import annotate_identity, prepare_output
+from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, keep_line, scratch_tempdir, set_verbose
 from pipeline.card import write_card
 from pipeline.engine import EngineError, Limit, UciEngine
 from pipeline.exclude import Exclusions, load_exclusions
@@ -95,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Lichess PGN -> deduplicated boards -> Stockfish action values -> Parquet. "
         "Options not listed here go to Beam (e.g. --runner, --direct_num_workers).",
     )
+    parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
     parser.add_argument(
         "inputs",
         nargs="+",
@@ -404,15 +406,17 @@ def _run_pipeline(
 ) -> dict:
     """Builds and runs the Beam job; completes stats.json and deletes the journal."""
     began = time.monotonic()
-    root = beam.Pipeline(options=options)
-    build(root, config, inputs, static, resume, exclusions.keys)
-    try:
-        root.run().wait_until_finish()
-    except Exception as e:
-        stop = stopping_input_error(e) if config.fail_on_input_error else None
-        if stop is None:
-            raise
-        raise stop from None
+    with scratch_tempdir():
+        root = beam.Pipeline(options=options)
+        build(root, config, inputs, static, resume, exclusions.keys)
+        try:
+            root.run().wait_until_finish()
+        except Exception as e:
+            stop = stopping_input_error(e) if config.fail_on_input_error else None
+            if stop is None:
+                raise
+            raise stop from None
+    engine_slots.close_idle()  # the DirectRunner's in-process workers' engines: the job is done
     wall = time.monotonic() - began
     path = stats_path(config.split_dir)
     document = stats.read_json(path)
@@ -437,7 +441,9 @@ def run_as_command(argv: Sequence[str]) -> dict:
     (`make cpu-model`, `make demo`): a bare `run` would leave Beam's workers printing their
     tracebacks (core/interrupts.py says why)."""
     config, beam_args = parse_args(argv)
-    with stop_on_signals(functools.partial(_stopped, config)):
+    if VERBOSE_FLAG in argv:
+        set_verbose(True)
+    with stop_on_signals(functools.partial(_stopped, config), keep_line):
         return run_config(config, beam_args)
 
 

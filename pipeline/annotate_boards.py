@@ -17,7 +17,7 @@ import apache_beam as beam
 
 from core.engine_path import find_engine
 from core.progress import format_duration
-from pipeline import stats
+from pipeline import engine_slots, stats
 from pipeline.action_values import BoardAnnotator, BoardResult, Mode, NoLegalMoves
 from pipeline.annotate_config import EngineConfig
 from pipeline.annotate_journal import JOURNAL_EVERY, JournalWriter
@@ -107,12 +107,14 @@ class AnnotateBoards(beam.DoFn):
 
     `mode` and `multipv` choose how a board is valued (pipeline.action_values: every legal
     move searched alone, or one unrestricted search reporting `multipv` lines).
-    One engine process per DoFn instance, i.e. per worker thread: started in `setup`,
-    closed in `teardown`. With a node limit one board waits queued in the engine behind the
-    one being searched, so the engine never idles between the boards of a group. Boards with
-    no legal move are dropped and counted. With a `journal` directory every annotated row is
-    also written there (`JournalWriter`, a part every `journal_every` rows or JOURNAL_SECONDS,
-    and at the end of each bundle); failed boards are not, so a resumed run tries them again.
+    One engine process per worker slot: taken in `setup` and given back in `teardown` to
+    pipeline/engine_slots.py, so that a runner making a DoFn instance per partition (Dask)
+    does not start an engine per partition. With a node limit one board waits queued in the
+    engine behind the one being searched, so the engine never idles between the boards of a
+    group. Boards with no legal move are dropped and counted. With a `journal` directory
+    every annotated row is also written there (`JournalWriter`, a part every `journal_every`
+    rows or JOURNAL_SECONDS, and at the end of each bundle); failed boards are not, so a
+    resumed run tries them again.
     """
 
     def __init__(
@@ -137,13 +139,17 @@ class AnnotateBoards(beam.DoFn):
 
     def setup(self):
         cfg = self.engine_config
-        path = find_engine(cfg.path)
-        self._annotator = BoardAnnotator(
-            lambda: UciEngine(path, cfg.threads, cfg.hash_mb, cfg.timeout),
-            self.limit,
-            retries=cfg.retries,
-            mode=self.mode,
-            multipv=self.multipv,
+        self._engine_path = path = find_engine(cfg.path)
+        self._slot_key = (cfg, path, self.limit, self.mode, self.multipv)
+        self._annotator = engine_slots.take(
+            self._slot_key,
+            lambda: BoardAnnotator(
+                lambda: UciEngine(path, cfg.threads, cfg.hash_mb, cfg.timeout),
+                self.limit,
+                retries=cfg.retries,
+                mode=self.mode,
+                multipv=self.multipv,
+            ),
         )
         # Start now: an engine that cannot run fails the job here, with its own error.
         self._engine_name = self._annotator.start().name
@@ -204,6 +210,8 @@ class AnnotateBoards(beam.DoFn):
             s.count("action_values", values)
             if row["engine"] not in s.partial["engines"]:
                 s.partial["engines"].append(row["engine"])
+            if self._engine_path not in s.partial["engine_paths"]:
+                s.partial["engine_paths"].append(self._engine_path)
             return tagged(ROWS_TAG, row)
         s.count("failed")
         s.example("failed", f"{outcome.fen}: {outcome.error}")
@@ -224,5 +232,10 @@ class AnnotateBoards(beam.DoFn):
             except Exception as e:  # noqa: BLE001 - teardown must still close the engine
                 print(f"WARNING: journal not written at teardown: {e}", file=sys.stderr)
         annotator = getattr(self, "_annotator", None)
-        if annotator is not None:
+        if annotator is None:
+            return
+        self._annotator = None
+        if annotator.in_flight:  # a bundle that failed half-way: not a clean engine to reuse
             annotator.close()
+        else:
+            engine_slots.give_back(self._slot_key, annotator)

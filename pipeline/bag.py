@@ -258,6 +258,11 @@ class BagReader:
     def __len__(self) -> int:
         return self._len
 
+    @property
+    def size(self) -> int:
+        """The file's size in bytes (0 for an empty bag)."""
+        return self._source.size
+
     def __getitem__(self, i: SupportsIndex) -> bytes:
         i, n = operator.index(i), self._len
         if not -n <= i < n:

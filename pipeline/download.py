@@ -16,6 +16,7 @@ Two runs of the same file at once do not mix their bytes: the `.part` is held wi
 in place and checks it like any file already present. The SHA-256 is that of the bytes on disk
 in the `.part` just before it is renamed, not a running sum of what this process received. A
 malformed `--sha256` is refused before anything is fetched. Ctrl-C keeps the `.part` (exit 130).
+A failure before the first byte (an HTTP 404, say) leaves no `.part`: it would be empty.
 """
 
 from __future__ import annotations
@@ -258,6 +259,12 @@ def download(
             return _download_into(
                 url, part, final, expected, source, retries, timeout, progress_every, backoff
             )
+        except BaseException:
+            # An empty `.part` holds nothing to resume (a 404, a refused connection): it would
+            # only be litter. One with bytes stays for the next run.
+            if part.size == 0 and os.path.exists(part.path):
+                part.unlink()
+            raise
         finally:
             part.close()
 

@@ -8,7 +8,9 @@ sv one (FEN, win_prob) per board with a state value, bc one (FEN, best move) per
 best move. Each board is written once, whatever its `count` (the released files hold each board
 once), and all its records go to the same shard, chosen by a hash of the FEN, so the output
 is the same on every run. Partial boards are left out of av (the reference code expects all
-legal moves of a board) unless `--include-partial`; every skipped board is counted.
+legal moves of a board) unless `--include-partial`. A board whose win probabilities are not
+all numbers in [0, 1] (a NaN, say) is left out of av and sv (`boards_with_bad_values`): no
+reader could use such a record. Every skipped board is counted.
 
 Importing a bag and exporting it again gives the same records (pipeline/import_chessbench.py
 keeps win probabilities as float64 and moves as given), in a different order: by shard, then
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from core.cli import config_from_args
 from core.progress import Progress
 from core.schema import board_files, read_board_file, read_metadata
+from core.values import is_win_probability
 from pipeline.bag import BagWriter, shard_names
 from pipeline.bag_records import KINDS, check_kind, encode_av, encode_bc, encode_sv
 from pipeline.shards import shard_of
@@ -42,9 +45,18 @@ class ExportConfig:
     include_partial: bool = False
 
 
+class BadValue(ValueError):
+    """A board row whose win probabilities are not all numbers in [0, 1]."""
+
+
 def records(row: dict, kind: str, include_partial: bool) -> list[bytes]:
-    """One board row's records of `kind` (empty when the row has none to give)."""
+    """One board row's records of `kind` (empty when the row has none to give); BadValue
+    when a win probability it would write is not a number in [0, 1]."""
     fen = row["fen"]
+    if kind in ("av", "sv"):
+        probs = row["win_probs"] if kind == "av" else [row["state_win_prob"]]
+        if not is_win_probability([p for p in probs if p is not None]).all():
+            raise BadValue(f"{fen}: win probabilities {probs} not all in [0, 1]")
     if kind == "av":
         if row["partial"] and not include_partial:
             return []
@@ -75,15 +87,27 @@ def export(config: ExportConfig, show_progress: bool = True) -> dict:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     total = sum(read_metadata(f).num_rows for f in board_files(config.input))
     progress = Progress("export", total, "boards") if show_progress else None
-    counts = {"boards": 0, "boards_exported": 0, "boards_without_records": 0, "records": 0}
+    counts = {
+        "boards": 0,
+        "boards_exported": 0,
+        "boards_without_records": 0,
+        "boards_with_bad_values": 0,
+        "records": 0,
+    }
     writers = [BagWriter(path) for path in paths]
     try:
         for row in _rows(config.input):
-            made = records(row, config.kind, config.include_partial)
+            counts["boards"] += 1
+            try:
+                made = records(row, config.kind, config.include_partial)
+            except BadValue as e:
+                if not counts["boards_with_bad_values"]:
+                    print(f"WARNING: skipping boards with bad values, e.g. {e}", file=sys.stderr)
+                counts["boards_with_bad_values"] += 1
+                continue
             writer = writers[shard_of(row["fen"], len(writers))]
             for record in made:
                 writer.write(record)
-            counts["boards"] += 1
             counts["boards_exported" if made else "boards_without_records"] += 1
             counts["records"] += len(made)
             if progress:

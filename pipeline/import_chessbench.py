@@ -30,8 +30,12 @@ FEN, so the files are the same on every runner. Then, per board:
 
 `cp` and `mate` are null (ChessBench keeps only win probabilities); `source` is
 "chessbench". A FEN python-chess or the tokenizer refuses goes to the failures output; a
-shard that cannot be read is named in stats.json's `input_errors` and a warning, and the
-rest is imported. Nothing is dropped without a count.
+record whose win probability is not a number in [0, 1] (NaN included) is skipped and counted
+(`records.bad_values`). Damage costs only the records it touches (pipeline/bag_salvage.py): the
+records before and after it are imported, and the damaged ones are counted, named in one
+warning line and in stats.json's `input_errors`. A shard that cannot be read at all (its index
+unreadable, or a file of 0 bytes) is named the same way, and the rest is imported; any input
+error makes the exit status 1. Nothing is dropped without a count.
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ from core.tokenizer import tokenize
 from pipeline import stats
 from pipeline.bag import BagFormatError, BagReader, expand_pattern
 from pipeline.bag_records import KINDS, check_kind, decode_av, decode_bc, decode_sv
+from pipeline.bag_salvage import decode_range, ranges
+from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, keep_line, scratch_tempdir, set_verbose
 from pipeline.card import write_card
 from pipeline.portable import (
     DEFAULT_GROUPS,
@@ -118,9 +124,14 @@ class ChessBenchConfig:
 
 
 def chunk_ranges(path: str, chunk_records: int) -> Iterable[tuple[str, int, int]]:
-    """(path, start, stop) for each chunk of a shard; raises BagFormatError for a bad one."""
+    """(path, start, stop) for each chunk of a shard; raises BagFormatError for a bad one.
+
+    A file of 0 bytes is a valid empty bag, but no ChessBench shard is empty: it is what a
+    failed download or copy leaves, so it is refused rather than imported as nothing."""
     with BagReader(path) as reader:
-        n = len(reader)
+        n, size = len(reader), reader.size
+    if size == 0:
+        raise BagFormatError(f"{path}: empty file (0 bytes), no records")
     for start in range(0, n, chunk_records):
         yield path, start, min(start + chunk_records, n)
 
@@ -171,15 +182,32 @@ class DecodeChunk(beam.DoFn):
         path, start, stop = element
         try:
             with BagReader(path) as reader:
-                data, offsets = reader.read_range(start, stop)
-            columns = _DECODERS[self.kind](data, offsets, source=path, first_index=start)
-        except (BagFormatError, OSError) as e:
+                salvaged = decode_range(reader, _DECODERS[self.kind], start, stop)
+        except (BagFormatError, OSError) as e:  # the file, not a record: nothing to salvage
             s.count("unreadable_chunks")
             s.count("records_unread", stop - start)
             s.input_error(path, f"records {start}-{stop - 1}: {e}")
             print(f"WARNING: skipping records {start}-{stop - 1} of {path}: {e}", file=sys.stderr)
             return
-        s.count("records", stop - start)
+        if salvaged.damaged:
+            lost = len(salvaged.damaged)
+            message = (
+                f"{lost:,} of records {start}-{stop - 1} damaged and skipped "
+                f"({ranges(salvaged.damaged)}), {stop - start - lost:,} kept; first: "
+                f"{salvaged.first_error.removeprefix(f'{path}: ')}"
+            )
+            s.count("damaged_records", lost)
+            s.count("records_unread", lost)
+            s.input_error(path, message)
+            print(f"WARNING: {path}: {message}", file=sys.stderr, flush=True)
+        if salvaged.bad_values:
+            s.count("bad_value_records", len(salvaged.bad_values))
+            s.example(
+                "bad_value_records",
+                f"{path}: records {ranges(salvaged.bad_values)}: win probability not in [0, 1]",
+            )
+        columns = salvaged.columns
+        s.count("records", stop - start - len(salvaged.damaged))
         batches: dict[int, dict[str, list]] = {}
         for fen, values in group_by_fen(self.kind, columns):
             batches.setdefault(shard_of(fen, self.num_shards), {})[fen] = values
@@ -367,6 +395,8 @@ def summarize(merged: dict, static: dict) -> dict:
             "read": c.get("records", 0),
             "unread": c.get("records_unread", 0),
             "unreadable_chunks": c.get("unreadable_chunks", 0),
+            "damaged": c.get("damaged_records", 0),
+            "bad_values": c.get("bad_value_records", 0),
             "duplicates": c.get("duplicate_records", 0),
         },
         "boards": {
@@ -467,9 +497,10 @@ def run_config(config: ChessBenchConfig, beam_args: Sequence[str] = ()) -> dict:
         flush=True,
     )
     began = time.monotonic()
-    root = beam.Pipeline(options=options)
-    build(root, config, shards, static)
-    root.run().wait_until_finish()
+    with scratch_tempdir():
+        root = beam.Pipeline(options=options)
+        build(root, config, shards, static)
+        root.run().wait_until_finish()
     wall = time.monotonic() - began
     path = stats_path(config.split_dir)
     document = stats.read_json(path)
@@ -497,6 +528,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-shards", type=int, default=16, help="output Parquet shards")
     parser.add_argument("--chunk-records", type=int, default=65_536, help="records per task")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing split")
+    parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
     parser.add_argument(
         "--groups",
         type=int,
@@ -523,7 +555,9 @@ def _stopped(config: ChessBenchConfig, signum: int) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         config, beam_args = parse_args(sys.argv[1:] if argv is None else argv)
-        with stop_on_signals(functools.partial(_stopped, config)):
+        if VERBOSE_FLAG in (sys.argv[1:] if argv is None else argv):
+            set_verbose(True)
+        with stop_on_signals(functools.partial(_stopped, config), keep_line):
             document = run_config(config, beam_args)
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -532,6 +566,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_result(
         f"import_chessbench: {records['read']:,} records -> {boards['written']:,} boards "
         f"({boards['partial']:,} partial), {boards['failed']:,} failed, "
+        f"{records['bad_values']:,} records with a bad value skipped, "
         f"{len(document['input_errors'])} input error(s), in "
         f"{format_duration(document['wall_time_s'])}",
         document,

@@ -11,6 +11,12 @@ uncompressed `.jsonl` works too). It is streamed, never held in memory.
 Each line becomes one board row, or one failure row, by `pipeline.lichess_evals` (the rules
 are there); boards + failures == lines, and stats.json counts the failures by reason.
 
+Damage: an input that is corrupt or cut short part-way (a download that stopped) keeps every
+line before the damage (pipeline/zstd_blocks.py decodes block by block); the line the damage
+cut is dropped, the import ends there as finished, and the damage is named in one warning
+line, in stats.json's `input_errors` and by an exit status of 1. A file of 0 bytes is an
+error, not an empty import: an export holds at least a zstd frame.
+
 Output: `DIR/<split>/boards-SSSSS-of-NNNNN.parquet`, and in `DIR/<split>.meta/`
 `failures-SSSSS-of-NNNNN.parquet` (shard i holds the failures of the lines of boards shard i)
 and `stats.json` (core/schema.py has the layout). Shards are cut in input order,
@@ -302,15 +308,25 @@ def _prepare(input_path: str, split_dir: str, config: LichessEvalsConfig) -> lis
     return []
 
 
+def _until_damage(lines: Iterator[bytes], damage: list[str]) -> Iterator[bytes]:
+    """`lines` up to damage to the input (InputError), whose message goes to `damage`."""
+    try:
+        yield from lines
+    except InputError as e:
+        damage.append(str(e))
+
+
 def _read_parts(
     source: JsonlInput,
     import_dir: str,
     config: LichessEvalsConfig,
     done: list[dict[str, Any]],
     input_name: str,
+    damage: list[str],
 ) -> tuple[list[dict[str, Any]], int]:
     """Imports the lines after the completed parts `done`; returns all parts' manifests and
-    how many lines this call converted."""
+    how many lines this call converted. Damage to the input ends the lines early, its
+    message appended to `damage`."""
     parts = list(done)
     skip = parts[-1]["last_line"] if parts else 0
     if skip:
@@ -325,7 +341,9 @@ def _read_parts(
     part: _Part | None = None
     number = skip
     started = time.monotonic()
-    lines: Iterator[tuple[int, bytes]] = enumerate(split_lines(source.chunks(), skip), skip + 1)
+    lines: Iterator[tuple[int, bytes]] = enumerate(
+        _until_damage(split_lines(source.chunks(), skip), damage), skip + 1
+    )
     if config.max_lines is not None:
         lines = itertools.islice(lines, max(config.max_lines - skip, 0))
     with contextlib.closing(_converted(lines, config.worker_count)) as converted:
@@ -423,6 +441,8 @@ def import_lichess_evals(
     began = time.monotonic()
     if not os.path.isfile(input_path):
         raise InputError(input_path, "no such file")
+    if os.path.getsize(input_path) == 0:
+        raise InputError(input_path, "empty file (0 bytes): not an evaluations export")
     split_dir = os.path.join(output_dir, config.split)
     import_dir = import_path(split_dir)
     done = _prepare(input_path, split_dir, config)
@@ -430,13 +450,22 @@ def import_lichess_evals(
     converted = 0
     if os.path.exists(finished_file):
         parts = done
+        with open(finished_file) as handle:
+            damage = json.load(handle).get("input_errors", [])
     else:
         source = JsonlInput(input_path)
+        damage = []
         try:
-            parts, converted = _read_parts(source, import_dir, config, done, input_path)
+            parts, converted = _read_parts(source, import_dir, config, done, input_path, damage)
         finally:
             source.close()
-        write_json(finished_file, {"parts": len(parts)})
+        if damage:
+            print(
+                f"WARNING: {damage[0]}; kept the {parts[-1]['last_line']:,} lines before it",
+                file=sys.stderr,
+                flush=True,
+            )
+        write_json(finished_file, {"parts": len(parts), "input_errors": damage})
     _finish(split_dir, parts)
     elapsed = time.monotonic() - began
     run = {
@@ -448,6 +477,7 @@ def import_lichess_evals(
         "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     document = summarize(parts, import_identity(input_path, config), split_dir, run)
+    document["input_errors"] = [{"file": input_path, "error": text} for text in damage]
     write_json(stats_path(split_dir), document)
     os.remove(os.path.join(import_dir, RUN_FILE))  # first: leftovers are then never resumed
     shutil.rmtree(import_dir)
@@ -508,10 +538,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_result(
         f"import: {document['lines']:,} lines -> {document['boards']:,} boards "
         f"({document['partial_boards']:,} partial), {document['failures']['total']:,} failures, "
-        f"{document['shards']} shards in {format_duration(document['elapsed_s'])}",
+        f"{document['shards']} shards, {len(document['input_errors'])} input error(s) in "
+        f"{format_duration(document['elapsed_s'])}",
         document,
     )
-    return 0
+    return 1 if document["input_errors"] else 0
 
 
 if __name__ == "__main__":

@@ -26,7 +26,14 @@ MAX_EXAMPLES = 5  # per reason: enough to find the bad records, small enough to 
 
 
 def empty() -> dict[str, Any]:
-    return {"counts": {}, "examples": {}, "input_errors": [], "workers": {}, "engines": []}
+    return {
+        "counts": {},
+        "examples": {},
+        "input_errors": [],
+        "workers": {},
+        "engines": [],
+        "engine_paths": [],
+    }
 
 
 def merge(into: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
@@ -52,6 +59,7 @@ def merge(into: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
         mine["action_values"] += worker["action_values"]
         mine["busy_s"] += worker["busy_s"]
     into["engines"] = sorted(set(into["engines"]) | set(other["engines"]))
+    into["engine_paths"] = sorted(set(into["engine_paths"]) | set(other.get("engine_paths", [])))
     return into
 
 
@@ -133,6 +141,19 @@ def merge_all(collections: list, label: str = "MergeStats"):
     return singleton(tuple(collections) | f"{label}.All" >> beam.Flatten(), label, MergeStats())
 
 
+def _engine(described: dict[str, Any] | None, partial: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's engine settings, with the name and path the workers reported where the
+    launcher could not know them (workers elsewhere, as on Dask): one value, or several
+    joined by "; " if the workers differ."""
+    if described is None:
+        return None
+    engine = dict(described)
+    for key, reported in (("name", partial["engines"]), ("path", partial["engine_paths"])):
+        if engine.get(key) is None and reported:
+            engine[key] = "; ".join(sorted(reported))
+    return engine
+
+
 def summarize(partial: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
     """The stats.json document from the merged counts and the run's fixed settings."""
     c = partial["counts"]
@@ -140,6 +161,7 @@ def summarize(partial: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]
     workers = sorted(partial["workers"].values(), key=lambda w: w["first_board_at"])
     return {
         **static,
+        "engine": _engine(static.get("engine"), partial),
         "games": {
             "read": c.get("games_read", 0),
             "inputs_without_games": c.get("inputs_without_games", 0),

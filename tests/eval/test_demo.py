@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import chess.pgn
 import pytest
 
 from core.schema import stats_path
 from eval import demo
+from eval.steps import StepLog, fingerprint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample"
@@ -116,3 +123,42 @@ def test_the_demo_runs_every_step_and_reuses_them(small_demo, sample_games, caps
         pathlib.Path(stats_path(str(pathlib.Path(config.work) / "train"))).read_text()
     )
     assert stats["limit"] == "nodes=60"
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_training_step_imports_prints_one_line_and_exits_130(
+    tmp_path, stockfish, sample_games
+):
+    # Both splits annotated for real (tiny), and marked done as the demo marks them, so that
+    # each run below goes straight to the training step, whose first act is importing JAX.
+    from pipeline import annotate
+
+    limit = "nodes=20"
+    work, results, run = tmp_path / "work", tmp_path / "results", tmp_path / "run"
+    pgn = write_pgn(sample_games("selfplay.pgn.zst", 1), tmp_path / "games.pgn")
+    for split in ("train", "test"):
+        annotate.run([str(pgn), "--out", str(work), "--split", split, "--limit", limit,
+                      "--engine", stockfish])  # fmt: skip
+    defaults = demo.DemoConfig()
+    log = StepLog(results / "steps.json")
+    log.mark("annotate-train", fingerprint(*defaults.train_inputs, limit))
+    log.mark("annotate-test", fingerprint(*defaults.test_inputs, limit))
+    command = [sys.executable, "-m", "eval.demo", "--results", str(results), "--work", str(work),
+               "--run", str(run), "--limit", limit, "--engine", stockfish]  # fmt: skip
+    # Importing the trainer takes seconds: every delay lands in it, each in another module
+    # (a C extension starting, a garbage-collector callback: see core.interrupts.sigint_exits).
+    for delay in (0.0, 0.1, 0.25, 0.5):
+        process = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,  # the Ctrl-C goes to the whole group, as a terminal's
+        )  # fmt: skip
+        seen = []
+        while "demo step 2/5" not in (line := process.stdout.readline()):
+            assert line, f"the demo ended before training: {seen}"
+            seen.append(line)
+        time.sleep(delay)
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 130, (delay, stderr[-3000:])
+        assert stderr.splitlines() == [demo._INTERRUPTED], (delay, stderr[-3000:])
+        shutil.rmtree(run, ignore_errors=True)

@@ -67,7 +67,10 @@ def test_scores_and_losses_match_the_predictor(rows, target):
     assert len(scores) == len(rows)
     for row, got, (moves, want) in zip(rows, scores, expected, strict=True):
         assert moves == row["moves"]
-        np.testing.assert_array_equal(got, want)
+        # AV: score_rows takes its values from the pass that also gives the losses, and
+        # move_values from the one-board forward; other compiled programs may round the last
+        # float32 bits differently per CPU.
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
     fens = [row["fen"] for row in rows]
     if target == "bc":
@@ -83,7 +86,10 @@ def test_scores_and_losses_match_the_predictor(rows, target):
         log_probs = model.log_probs(states, actions)
         labels = to_bins(np.concatenate([row["win_probs"] for row in rows]), model.config.num_bins)
     assert len(losses) == (sum(lengths) if target == "av" else len(rows))
-    np.testing.assert_array_equal(losses, -log_probs[np.arange(len(labels)), labels])
+    # AV: the losses come from log_probs_and_values, a program of its own (see above).
+    np.testing.assert_allclose(
+        losses, -log_probs[np.arange(len(labels)), labels], rtol=1e-6, atol=1e-6
+    )
     assert (losses > 0).all()
 
 

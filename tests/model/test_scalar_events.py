@@ -34,3 +34,19 @@ def test_a_resumed_run_replaces_the_events_of_the_steps_it_redoes(tmp_path):
     resumed.close()
     # Step 6 once, as the resumed run logged it; no wall-clock time or flag as a scalar.
     assert scalars(tmp_path) == {"train/loss": [(2, 2.0), (4, 4.0), (6, 60.0)]}
+
+
+def test_events_carry_real_wall_times(tmp_path):
+    events = ScalarEvents(str(tmp_path))
+    before = time.time()
+    events.write({"kind": "train", "step": 1, "loss": 1.0, "time": 1_700_000_000.5})
+    events.write({"kind": "eval", "step": 2, "test_loss": 2.0})  # no time: when written
+    after = time.time()
+    events.close()
+    accumulator = event_accumulator.EventAccumulator(str(tmp_path / "tensorboard"))
+    accumulator.Reload()
+    [train] = accumulator.Scalars("train/loss")
+    [evaluation] = accumulator.Scalars("eval/test_loss")
+    # The record's own time (what metrics.jsonl holds) where it has one; seconds, as doubles.
+    assert train.wall_time == pytest.approx(1_700_000_000.5, abs=1e-6)
+    assert before <= evaluation.wall_time <= after

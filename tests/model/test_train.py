@@ -54,6 +54,9 @@ def tiny(data: pathlib.Path, **train) -> config_lib.Config:
 
 
 def assert_trees_equal(a, b):
+    # Bitwise on purpose: exact resume is a promise. A resumed run executes the same compiled
+    # steps on the same batches as a straight one, on the same machine, so a difference in
+    # any bit is a resume bug, not rounding.
     leaves_a, leaves_b = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
     assert len(leaves_a) == len(leaves_b)
     for x, y in zip(leaves_a, leaves_b, strict=True):

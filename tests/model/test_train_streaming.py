@@ -42,6 +42,7 @@ def tiny(train_dir: pathlib.Path, data: dict | None = None, **settings) -> confi
 
 
 def trees_equal(a, b) -> None:
+    # Bitwise on purpose: exact resume is a promise (see test_train.assert_trees_equal).
     for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 

@@ -325,3 +325,123 @@ def test_the_trainer_runs_on_imported_chessbench_data(tmp_path, target):
     records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     losses = [r["loss"] for r in records if "loss" in r]
     assert len(losses) == 3 and np.isfinite(losses).all()
+
+
+def _ordered_av_bag(path, boards: int, seed: int):
+    """A bag of `boards` complete boards, each board's records together; returns the truth and
+    the records' byte spans in the file (from the index)."""
+    truth = values(positions(boards, seed=seed), seed=seed + 1)
+    records = [encode_av(fen, m, p) for fen, moves in truth.items() for m, p in moves.items()]
+    write_bag(path, records)
+    with BagReader(str(path)) as reader:
+        ends = [int(e) for e in reader._ends]
+        index_start = reader._index_start
+    spans = list(zip([0, *ends[:-1]], ends, strict=True))
+    return truth, records, spans, index_start
+
+
+@pytest.mark.parametrize("where", ["records", "index"])
+def test_damage_costs_only_the_records_it_touches(tmp_path, capsys, where):
+    path = tmp_path / "action_value_data.bag"
+    truth, records, spans, index_start = _ordered_av_bag(path, boards=170, seed=11)
+    data = bytearray(path.read_bytes())
+    # 3 KB of damage in the middle of the records, or 512 bytes (64 entries) of the index.
+    if where == "records":
+        first = index_start // 2
+        damaged = range(first, first + 3072)
+    else:
+        first = index_start + 8 * (len(records) // 2)
+        damaged = range(first, first + 512)
+    rng = random.Random(5)
+    for i in damaged:
+        data[i] = rng.randrange(256)
+    path.write_bytes(bytes(data))
+    if where == "records":  # a record is lost if its bytes overlap the damage
+        hit = [k for k, (a, b) in enumerate(spans) if a < damaged.stop and b > damaged.start]
+    else:  # or if an index entry it needs (its end, or its start: the previous end) is damaged
+        entries = range((damaged.start - index_start) // 8, (damaged.stop - index_start) // 8)
+        hit = sorted({k for e in entries for k in (e, e + 1)})
+    out = tmp_path / "out"
+    code = import_main(["--input", str(path), "--kind", "av", "--output", str(out), *BEAM])
+    assert code == 1
+    document = json.loads(pathlib.Path(stats_path(str(out / "train"))).read_text())
+    counts = document["records"]
+    # Every record the damage did not touch is read, before and after it.
+    assert counts["read"] + counts["damaged"] == len(records)
+    assert 0 < counts["damaged"] <= len(hit)
+    assert len(records) - len(hit) > 4000
+    (error,) = document["input_errors"]
+    assert error["file"] == str(path) and "damaged" in error["error"]
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1 and str(path) in warnings[0] and "damaged" in warnings[0]
+    # The boards none of whose records were touched are imported whole, with their values.
+    touched = {records[k] for k in hit}
+    rows = {r["fen"]: r for r in read_boards(str(out / "train")).to_pylist()}
+    whole = [
+        fen
+        for fen, moves in truth.items()
+        if not any(encode_av(fen, m, p) in touched for m, p in moves.items())
+    ]
+    assert len(whole) >= len(truth) - 10
+    for fen in whole:
+        assert not rows[fen]["partial"]
+        assert dict(zip(rows[fen]["moves"], rows[fen]["win_probs"], strict=True)) == truth[fen]
+
+
+def test_an_empty_shard_is_an_input_error(clean_av, tmp_path, capsys):
+    directory, _, _ = clean_av
+    good = directory / "action_value-00000-of-00002_data.bag"
+    empty = tmp_path / "empty_data.bag"
+    empty.write_bytes(b"")
+    out = tmp_path / "out"
+    code = import_main(["--input", f"{good},{empty}", "--kind", "av", "--output", str(out), *BEAM])
+    assert code == 1
+    document = json.loads(pathlib.Path(stats_path(str(out / "train"))).read_text())
+    (error,) = document["input_errors"]
+    assert error["file"] == str(empty) and "0 bytes" in error["error"]
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "WARNING" in line] == [
+        f"WARNING: skipping {empty}: {empty}: empty file (0 bytes), no records"
+    ]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -0.5, 1.5])
+def test_win_probabilities_not_in_0_1_are_skipped_and_counted(tmp_path, bad):
+    fens = positions(3, seed=21)
+    truth = values(fens, seed=22)
+    records = [encode_av(fen, m, p) for fen, moves in truth.items() for m, p in moves.items()]
+    # A second value for a move would reject the board, unless the bad one is skipped first.
+    records.append(encode_av(fens[0], next(iter(truth[fens[0]])), bad))
+    write_bag(tmp_path / "in.bag", records)
+    document = run_import(tmp_path, str(tmp_path / "in.bag"), "av")
+    assert document["records"]["bad_values"] == 1
+    assert document["examples"]["bad_value_records"]
+    rows = read_boards(str(tmp_path / "imported" / "train")).to_pylist()
+    assert all(np.isfinite(r["win_probs"]).all() for r in rows)
+    assert all(dict(zip(r["moves"], r["win_probs"], strict=True)) == truth[r["fen"]] for r in rows)
+
+
+def test_export_skips_boards_whose_values_are_not_in_0_1(clean_av, imported_av, tmp_path):
+    _, truth, _ = clean_av
+    split, _ = imported_av
+    table = read_boards(str(split))
+    rows = table.to_pylist()
+    rows[0]["win_probs"][0] = float("nan")
+    rows[1]["state_win_prob"] = float("nan")
+    poisoned = tmp_path / "poisoned"
+    poisoned.mkdir()
+    pq.write_table(
+        table.from_pylist(rows, schema=table.schema), poisoned / "boards-00000-of-00001.parquet"
+    )
+    av = export(ExportConfig(str(poisoned), "av", str(tmp_path / "av.bag")), show_progress=False)
+    sv = export(ExportConfig(str(poisoned), "sv", str(tmp_path / "sv.bag")), show_progress=False)
+    assert av["boards_with_bad_values"] == 1 and sv["boards_with_bad_values"] == 1
+    assert av["boards"] == sv["boards"] == len(rows)
+    for kind, name in (("av", "av.bag"), ("sv", "sv.bag")):
+        document = run_import(tmp_path, str(tmp_path / name), kind, name=f"again-{kind}")
+        assert document["records"]["bad_values"] == 0
+        again = read_boards(str(tmp_path / f"again-{kind}" / "train")).to_pylist()
+        assert len(again) == len(rows) - 1
+        values_back = [p for r in again for p in r["win_probs"]]
+        values_back += [r["state_win_prob"] for r in again if r["state_win_prob"] is not None]
+        assert np.isfinite(values_back).all()

@@ -97,6 +97,13 @@ def test_annotate_on_a_dask_cluster_writes_the_direct_runners_shards(
     # Both workers annotated: the boards were spread, each engine in a worker process.
     assert len(on_dask["workers"]) == 2
     assert sum(w["boards"] for w in on_dask["workers"]) == len(rows)
+    # One engine per worker slot for the whole job, not one per dask task.
+    assert [len(w["engine_pids"]) for w in on_dask["workers"]] == [1, 1]
+    # The engine as the DirectRunner's stats.json names it, though the launcher never ran it.
+    assert on_dask["engine"] == direct["engine"] and on_dask["engine"]["name"]
+    # Beam's chatter (a false "Discarding unparseable args: --dask_client_address") is not shown.
+    assert not [line for line in finished.stderr.splitlines() if ":apache_beam" in line
+                or ":root:" in line or "Discarding" in line], finished.stderr[-3000:]  # fmt: skip
     assert json.loads(pathlib.Path(stats_path(str(dask_split))).read_text()) == on_dask
 
 

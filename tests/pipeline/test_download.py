@@ -192,6 +192,15 @@ def test_the_command_line_prints_json_and_fails_clearly(server, payload, tmp_pat
     assert "HTTP 404" in capsys.readouterr().err
 
 
+def test_a_404_leaves_no_empty_part(server, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert dl.main(["--url", server.base + "missing.pgn.zst", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"error: {server.base}missing.pgn.zst: HTTP 404 Not Found"
+    assert "Traceback" not in err
+    assert list(out.iterdir()) == []
+
+
 def test_month_urls():
     assert dl.month_url("2023-02").endswith("/standard/lichess_db_standard_rated_2023-02.pgn.zst")
     with pytest.raises(ValueError, match="2023-02"):

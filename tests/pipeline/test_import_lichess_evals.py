@@ -367,11 +367,39 @@ def test_unreadable_input_is_an_error_naming_it(tmp_path, capsys):
     assert main(["--input", str(missing), "--output", str(tmp_path / "out")]) == 1
     assert "nope.jsonl.zst" in capsys.readouterr().err
 
-    whole = write_input(tmp_path / "whole.jsonl.zst", realistic_lines(50)).read_bytes()
+    empty = tmp_path / "empty.jsonl.zst"
+    empty.write_bytes(b"")
+    assert main(["--input", str(empty), "--output", str(tmp_path / "out3")]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {empty}: empty file (0 bytes): not an evaluations export"
+    ]
+
+
+@pytest.mark.parametrize("compressed", [True, False])
+def test_a_truncated_input_keeps_every_line_before_the_cut(tmp_path, capsys, compressed):
+    lines = realistic_lines(3000, seed=8)
+    data = ("\n".join(lines) + "\n").encode()
+    whole = zstandard.ZstdCompressor().compress(data) if compressed else data
     cut = tmp_path / "cut.jsonl.zst"
-    cut.write_bytes(whole[: len(whole) // 2])
-    with pytest.raises(InputError, match=r"cut\.jsonl\.zst: truncated zstd"):
-        import_lichess_evals(str(cut), str(tmp_path / "out2"))
+    cut.write_bytes(whole[: len(whole) * 2 // 3])
+    out = tmp_path / "out"
+    code = main(["--input", str(cut), "--output", str(out), "--rows-per-shard", "500"])
+    assert code == (1 if compressed else 0)  # plain text cannot tell a cut from an end
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("WARNING")]
+    document = json.loads((tmp_path / "out" / "train.meta" / "stats.json").read_text())
+    kept = document["lines"]
+    if compressed:  # zstd decodes whole blocks (up to 128 KiB): the cut one's lines are lost
+        assert 1000 < kept < len(lines)
+    else:  # every whole line, and the cut one as a bad line
+        assert kept == whole[: len(whole) * 2 // 3].count(b"\n") + 1
+    assert len(rows_of(out / "train")) + len(rows_of(out / "train", "failures")) == kept
+    if compressed:
+        (error,) = document["input_errors"]
+        assert error["file"] == str(cut) and "truncated zstd" in error["error"]
+        assert len(warnings) == 1 and str(cut) in warnings[0]
+    else:  # plain text cut mid-line: the last line is merely a bad one
+        assert document["input_errors"] == [] and warnings == []
 
 
 def test_progress_goes_to_stderr(tmp_path, capsys):
