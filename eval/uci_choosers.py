@@ -316,7 +316,7 @@ class NeuralFactory:
         self.rows_per_pass = rows_per_pass  # the predictor's (model/predictor.py)
         self.runtime_threads: int | None = None  # threads XLA's pools were made with
         self._predictors: dict[tuple[str, bool], object] = {}
-        self._warmed: dict[int, int] = {}  # id(predictor) -> boards per call compiled for
+        self._fixed: dict[int, int] = {}  # id(predictor) -> boards per call its shapes fit
 
     def __call__(self, options: UciOptions) -> MoveChooser:
         resolved = resolve_path(options.weights or DEFAULT_WEIGHTS, self.start_dir)
@@ -345,7 +345,9 @@ class NeuralFactory:
         except ValueError as e:  # a BC model without a value model: its policy plays
             policy.warning = f"Simulations {options.simulations} ignored: {e}"
             return policy
-        self._warm_up(predictor, options.search_batch)
+        for model in (predictor, value_model):
+            if model is not None:
+                self._fix_shapes(model, options.search_batch)
         config = SearchConfig(
             cpuct=options.cpuct,
             batch=options.search_batch,
@@ -373,11 +375,13 @@ class NeuralFactory:
             return None, f"ValueFile {resolved.path!r} is a BC model, not an AV or SV one"
         return value_model, None
 
-    def _warm_up(self, predictor, boards: int) -> None:
-        """Compiles the shapes of `boards` leaves per network call, once per model."""
-        if self.warm_up and self._warmed.get(id(predictor), 1) < boards:
-            predictor.warm_up(max_boards=boards)
-            self._warmed[id(predictor)] = boards
+    def _fix_shapes(self, predictor, boards: int) -> None:
+        """Fixes the model's batch shapes for `boards` leaves per network call and compiles
+        them all (unless warm-up is off), once per model and batch: from then on no search
+        waits for XLA, however its batches and boards vary."""
+        if self._fixed.get(id(predictor)) != boards:
+            predictor.fix_shapes(boards, compile_now=self.warm_up)
+            self._fixed[id(predictor)] = boards
 
     def _load(self, path: str, options: UciOptions):
         key = (path, options.use_ema)
