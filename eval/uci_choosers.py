@@ -33,12 +33,21 @@ from core.paths import resolve_path
 from eval import threads
 from eval.engines import VALUE_TARGETS, Agent, NeuralAgent, make_agent, pick_index
 from eval.evaluators import make_evaluator
-from eval.mcts import SearchConfig, SearchInfo, SearchLimit, TreeSearch
+from eval.mcts import SearchConfig, SearchInfo, SearchLimit, TreeSearch, max_nodes_for
 from eval.uci_go import GoParams
 from eval.uci_options import DEFAULT_WEIGHTS, UciOptions
 
 # Seconds between the info lines of a running search.
 INFO_EVERY = 1.0
+# How often the engine's search thread looks at the clock and `stop` while the worker
+# searches, and how long after `stop` it waits for the worker's batch to end: `stop` and
+# `ponderhit` are answered within 100 ms whatever the batch is doing.
+WAIT_STEP = 0.005
+STOP_GRACE = 0.03
+
+
+class SearchLate(RuntimeError):
+    """The search had nothing to answer with when its move was due."""
 
 
 class SearchControl:
@@ -120,6 +129,7 @@ class PolicyChooser:
         self.name = agent.name
         self.value_model = value_model
         self.warning: str | None = None  # why it plays although a search was asked for
+        self.value_error: str | None = None  # why the value model asked for is not used
         self._rng = np.random.default_rng(seed)
 
     def choose(self, board: chess.Board, request: MoveRequest) -> Decision:
@@ -172,16 +182,41 @@ class SearchChooser:
         self.seed = seed
         self.name = policy.name
         self._games = 0
+        self._restarts = 0  # trees started afresh beside a worker still busy
+        self._worker: threading.Thread | None = None
 
     def choose(self, board: chess.Board, request: MoveRequest) -> Decision:
         if terminal_value(board) is not None:
             return self.policy.choose(board, request)
-        go = request.go
         control = request.control or SearchControl()
         started = request.started if request.started is not None else time.monotonic()
-        sims = max(0, go.nodes) if go.nodes is not None else self.simulations
+        self._own_tree()
         self.search.set_position(board)
         runs: list[SearchInfo] = []
+        failed: list[BaseException] = []
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                self._search(request, control, started, runs)
+            except BaseException as e:  # re-raised below, in the engine's search thread
+                failed.append(e)
+            finally:
+                done.set()
+
+        self._worker = threading.Thread(target=work, name="search-batches", daemon=True)
+        self._worker.start()
+        self._wait(done, request, control, started)
+        if failed:
+            raise failed[0]
+        if not self.search.root.expanded:
+            raise SearchLate("the position was not evaluated within the time of the move")
+        return self._decision(request.allowed, runs + ([] if done.is_set() else [None]))
+
+    def _search(self, request: MoveRequest, control, started: float, runs: list) -> None:
+        """The search of one `go`, run in the worker thread: each run's info into `runs`."""
+        go = request.go
+        sims = max(0, go.nodes) if go.nodes is not None else self.simulations
 
         def run(limit: SearchLimit) -> None:
             done = sum(info.playouts for info in runs)
@@ -207,9 +242,39 @@ class SearchChooser:
         else:
             deadline = None if request.budget is None else started + request.budget
             run(SearchLimit(sims=sims, deadline=deadline, stop=control.stop, within_deadline=True))
-        return self._decision(request.allowed, runs)
 
-    def _decision(self, allowed: frozenset[chess.Move] | None, runs: list[SearchInfo]) -> Decision:
+    @staticmethod
+    def _wait(done: threading.Event, request: MoveRequest, control, started: float) -> None:
+        """Waits for the worker until it is done, or until the move is due however far its
+        batch has got (a network call compiling or a loaded machine): at the move's deadline,
+        or STOP_GRACE after `stop`. The worker then ends with its batch, on its own."""
+        go = request.go
+        while not done.wait(WAIT_STEP):
+            if control.stop.is_set():
+                done.wait(STOP_GRACE)
+                return
+            if go.infinite or request.budget is None:
+                continue
+            since = control.hit_at if go.ponder else started
+            if since is not None and time.monotonic() >= since + request.budget:
+                return
+
+    def _own_tree(self) -> None:
+        """A worker still finishing a batch keeps its tree: the next search grows a new one,
+        and no command waits for that batch."""
+        if self._worker is not None and self._worker.is_alive():
+            self._restarts += 1
+            self.search = TreeSearch(
+                self.search.evaluator,
+                self.search.config,
+                np.random.default_rng([self.seed, self._games, self._restarts]),
+            )
+
+    def _decision(
+        self, allowed: frozenset[chess.Move] | None, runs: list[SearchInfo | None]
+    ) -> Decision:
+        """The move most visited (within `allowed`); a None run is the one still going."""
+        runs = [self.search.snapshot() if info is None else info for info in runs]
         stats = self.search.root_moves()  # most visited first
         pick = next((s for s in stats if allowed is None or s.move in allowed), stats[0])
         last = runs[-1]
@@ -231,6 +296,7 @@ class SearchChooser:
 
     def new_game(self) -> None:
         self._games += 1
+        self._own_tree()
         self.search.clear()
         # Each game its own stream for search-contempt's samples, as the mcts agent does.
         self.search.rng = np.random.default_rng([self.seed, self._games])
@@ -335,7 +401,7 @@ class NeuralFactory:
         )
         value_model, note = self._value_model(predictor, options)
         policy = PolicyChooser(agent, options.seed, value_model)
-        policy.warning = note
+        policy.warning = policy.value_error = note
         if options.simulations == 0:
             return policy
         try:
@@ -352,6 +418,7 @@ class NeuralFactory:
             cpuct=options.cpuct,
             batch=options.search_batch,
             contempt=options.search_contempt or None,
+            max_nodes=max_nodes_for(options.hash_mb),
         )
         search = TreeSearch(evaluator, config, np.random.default_rng(options.seed))
         return SearchChooser(policy, search, options.simulations, options.seed)
