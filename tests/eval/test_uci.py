@@ -5,7 +5,6 @@ paths from other directories, and a trained model playing over UCI."""
 from __future__ import annotations
 
 import dataclasses
-
 import io
 import pathlib
 import subprocess
