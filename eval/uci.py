@@ -223,6 +223,7 @@ class UciServer:
             if chooser is not None:
                 chooser.close()
             kept = self._built
+            self._chooser_key = kept.policy_key()  # as built (setoption WeightsFile unset it)
             self.options = dataclasses.replace(
                 self.options, weights=kept.weights, value_weights=kept.value_weights
             )

@@ -33,11 +33,11 @@ ANSWER_WITHIN = 1.0
 pytestmark = pytest.mark.slow
 
 
-def start(uci_process, tmp_path, *flags: str):
+def start(uci_process, tmp_path, *flags: str, **env: str):
     """The engine on models/cpu (found from any directory), searching, with JAX logging
     each compilation to a file: (the engine, that file)."""
     log = tmp_path / "stderr.txt"
-    env = dict(os.environ, JAX_LOG_COMPILES="1")
+    env = dict(os.environ, JAX_LOG_COMPILES="1", **env)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     engine = uci_process([sys.executable, "-m", "eval.uci", *flags], tmp_path, env=env, stderr=log)
     engine.send("uci", "setoption name Simulations value 100000")
@@ -92,9 +92,10 @@ def test_a_search_game_compiles_nothing_after_readyok(uci_process, tmp_path):
 
 
 def test_a_move_keeps_to_its_clock_while_its_batch_compiles(uci_process, tmp_path):
-    # Without the warm-up the first batches compile in the search, seconds each: the move
-    # is answered from what the tree knows when its time is up.
-    engine, log = start(uci_process, tmp_path, "--no-warm-up")
+    # Without the warm-up the first batches compile in the search, seconds each (none is
+    # read back from the compile cache): the move is answered from what the tree knows
+    # when its time is up.
+    engine, log = start(uci_process, tmp_path, "--no-warm-up", JAX_ENABLE_COMPILATION_CACHE="false")
     assert engine.ready() == []
     before = len(compiles(log))
     board = chess.Board(MIDDLEGAME)
