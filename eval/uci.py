@@ -11,8 +11,10 @@ to be had the engine still runs: `isready` reports `info string error: no model 
 `go` says so again and plays a uniformly random legal move, so that a GUI or tournament
 carries on instead of losing the engine.
 
-The model is loaded, and every batch shape a move can need is compiled, at the first
-`isready`, `ucinewgame` or `go`: no move waits for XLA. `position` keeps the whole move list,
+The model is loaded, and every batch shape a move or a search can need is compiled, at the
+first `isready`, `ucinewgame` or `go`, and after that at each `setoption` that changes it: no
+move waits for XLA. A model that cannot be loaded then leaves the one playing, with one
+`info string error` saying why. `position` keeps the whole move list,
 so the model sees repetitions. The options: eval/uci_options.py.
 
 With `Simulations` 0 (the default) it plays the searchless policy and `go` answers at once
@@ -22,8 +24,10 @@ info line and `bestmove` until `ponderhit` or `stop`. With `Simulations` N > 0 i
 `ponderhit` and `isready` meanwhile: `go nodes M` runs M playouts, otherwise at most N, and
 `go movetime` or the clocks (eval/uci_go.time_budget, Move Overhead kept back) end it sooner;
 `go infinite` searches until `stop`, `go ponder` until `ponderhit` (then on the clock) or
-`stop`. It sends an info line a second and a last one with the move; the tree is kept between
-the moves of a game (`ucinewgame`, or a position not continuing the game, starts a new one).
+`stop`; a batch still running when the move is due (or at `stop`) is left to finish while the
+move is answered from the tree. It sends an info line a second and a last one with the move;
+the tree (bounded by `Hash`) is kept between the moves of a game (`ucinewgame`, or a position
+not continuing the game, starts a new one).
 Any other command during a search ends it first, with its `bestmove`.
 
 With `Ponder` on, `bestmove` names the reply expected (`bestmove e2e4 ponder e7e5`): the

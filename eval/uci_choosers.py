@@ -164,6 +164,11 @@ class SearchChooser:
     - `infinite`: until `stop`; `ponder`: up to the playouts above until `ponderhit`, then on
       with the clock's budget counted from the ponderhit (or until `stop`).
 
+    The search runs in a worker thread. When the move is due (its deadline, or `stop`) while
+    a batch is still running (compiling, or a loaded machine), the move is answered from the
+    tree as it stands and the batch finishes on its own; the next search then grows a tree
+    of its own. A full tree (`Hash`) ends the search early.
+
     A position whose game is already over by the rules though moves are left (a threefold
     repetition, fifty moves, bare kings) has nothing to search: the policy answers it."""
 
@@ -194,11 +199,11 @@ class SearchChooser:
         self.search.set_position(board)
         runs: list[SearchInfo] = []
         failed: list[BaseException] = []
-        done = threading.Event()
+        done, answered = threading.Event(), threading.Event()
 
         def work() -> None:
             try:
-                self._search(request, control, started, runs)
+                self._search(request, control, started, runs, answered)
             except BaseException as e:  # re-raised below, in the engine's search thread
                 failed.append(e)
             finally:
@@ -207,14 +212,16 @@ class SearchChooser:
         self._worker = threading.Thread(target=work, name="search-batches", daemon=True)
         self._worker.start()
         self._wait(done, request, control, started)
+        answered.set()  # a worker still busy reports no more
         if failed:
             raise failed[0]
         if not self.search.root.expanded:
             raise SearchLate("the position was not evaluated within the time of the move")
         return self._decision(request.allowed, runs + ([] if done.is_set() else [None]))
 
-    def _search(self, request: MoveRequest, control, started: float, runs: list) -> None:
-        """The search of one `go`, run in the worker thread: each run's info into `runs`."""
+    def _search(self, request: MoveRequest, control, started: float, runs: list, answered) -> None:
+        """The search of one `go`, run in the worker thread: each run's info into `runs`,
+        its progress to `request.on_info` until the move is `answered`."""
         go = request.go
         sims = max(0, go.nodes) if go.nodes is not None else self.simulations
 
@@ -222,7 +229,7 @@ class SearchChooser:
             done = sum(info.playouts for info in runs)
 
             def on_info(info: SearchInfo) -> None:
-                if request.on_info is not None:
+                if request.on_info is not None and not answered.is_set():
                     request.on_info(dataclasses.replace(info, playouts=info.playouts + done))
 
             # The engine reports the final state itself, with the move it plays.
