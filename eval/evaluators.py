@@ -16,6 +16,7 @@ never asks about finished games (it scores those exactly by core.game_end).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -61,8 +62,15 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return weights / weights.sum()
 
 
+@functools.cache
+def _move(uci: str) -> chess.Move:
+    # One object per move for the whole process: a search tree holds every node's moves,
+    # and a chess.Move is ~350 bytes.
+    return chess.Move.from_uci(uci)
+
+
 def _moves(ucis: Sequence[str]) -> tuple[chess.Move, ...]:
-    return tuple(chess.Move.from_uci(uci) for uci in ucis)
+    return tuple(_move(uci) for uci in ucis)
 
 
 def _target(predictor: ModelPredictor) -> str:

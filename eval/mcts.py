@@ -49,6 +49,15 @@ from eval.evaluators import LeafEvaluation, LeafEvaluator
 
 DEFAULT_CPUCT = 1.5
 DEFAULT_SIMS = 256
+# Bytes an expanded node takes, with room to spare: its five per-move arrays, children list
+# and moves tuple for ~30 legal moves measured ~2.7 KB (tracemalloc, models/cpu searching a
+# middlegame); the move objects themselves are shared (eval/evaluators.py).
+NODE_BYTES = 4096
+
+
+def max_nodes_for(megabytes: int) -> int:
+    """The nodes a tree of at most `megabytes` MB holds (UCI's Hash)."""
+    return max(1, megabytes * 2**20 // NODE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class SearchConfig:
     cpuct: float = DEFAULT_CPUCT
     batch: int = 1  # leaves per evaluator call
     contempt: int | None = None  # N_scl; None = plain PUCT
+    max_nodes: int | None = None  # evaluated positions the tree may hold; None = no bound
 
     def __post_init__(self):
         if not 0 < self.cpuct < math.inf:
@@ -64,6 +74,8 @@ class SearchConfig:
             raise ValueError(f"batch must be >= 1, got {self.batch}")
         if self.contempt is not None and self.contempt < 1:
             raise ValueError(f"contempt (N_scl) must be >= 1, got {self.contempt}")
+        if self.max_nodes is not None and self.max_nodes < 1:
+            raise ValueError(f"max_nodes must be >= 1, got {self.max_nodes}")
 
 
 @dataclass(frozen=True)
@@ -142,7 +154,6 @@ class Node:
 
     def expand(self, evaluation: LeafEvaluation) -> None:
         count = len(evaluation.moves)
-        self.moves = evaluation.moves
         self.value = evaluation.value
         self.priors = np.asarray(evaluation.priors, np.float64)
         self.initial_q = (
@@ -154,6 +165,9 @@ class Node:
         self.value_sums = np.zeros(count, np.float64)
         self.in_flight = np.zeros(count, np.int64)
         self.children: list[Node | None] = [None] * count
+        # Last: a reader in another thread (an answer at the deadline) sees a node as
+        # expanded only once all its arrays are there.
+        self.moves = evaluation.moves
 
     def finish(self, value: float) -> None:
         """Marks a finished game, worth `value` for the side to move."""
@@ -231,12 +245,15 @@ class TreeSearch:
         self.reused = False  # whether the last set_position kept a subtree
         self._board: chess.Board | None = None
         self._last = SearchInfo(0, 0, 0, 0, 0.0, 0.5, ())
+        self.nodes = 0  # expanded nodes in the tree (SearchConfig.max_nodes bounds them)
+        self._progress = (0, 0, 0, time.monotonic())  # the running run's, for snapshot()
 
     # --- the position --------------------------------------------------------------------
 
     def clear(self) -> None:
         """Forgets the tree (a new game)."""
         self.root, self._board, self.reused = None, None, False
+        self.nodes = 0
 
     def set_position(self, board: chess.Board) -> bool:
         """Makes `board` (with its game's move stack) the root. If it continues the position
@@ -248,7 +265,13 @@ class TreeSearch:
         self._board = board.copy()
         self.root = node if node is not None else Node()
         self.reused = node is not None
+        self.nodes = _count_expanded(self.root)
         return self.reused
+
+    @property
+    def full(self) -> bool:
+        """Whether the tree holds as many nodes as SearchConfig.max_nodes allows."""
+        return self.config.max_nodes is not None and self.nodes >= self.config.max_nodes
 
     def _descendant(self, board: chess.Board) -> Node | None:
         old = self._board
@@ -288,7 +311,9 @@ class TreeSearch:
                 raise ValueError(f"the game is over in {self._board.fen()!r}: nothing to search")
             [evaluation] = self.evaluator.evaluate([self._board.copy(stack=False)])
             self.root.expand(evaluation)
+            self.nodes += 1
         playouts, depth_sum, seldepth = 0, 0, 0
+        self._progress = (0, 0, 0, start)
         next_info = start + info_every
 
         def info() -> SearchInfo:
@@ -304,6 +329,7 @@ class TreeSearch:
                 playouts += 1
                 depth_sum += len(playout.path)
                 seldepth = max(seldepth, len(playout.path))
+            self._progress = (playouts, depth_sum, seldepth, start)
             last_batch = time.monotonic() - batch_start
             if on_info is not None and time.monotonic() >= next_info:
                 on_info(info())
@@ -313,8 +339,9 @@ class TreeSearch:
             on_info(self._last)
         return self._last
 
-    @staticmethod
-    def _stopped(limit: SearchLimit, playouts: int, margin: float) -> bool:
+    def _stopped(self, limit: SearchLimit, playouts: int, margin: float) -> bool:
+        if self.full:  # no room for another node: what the tree knows is the answer
+            return True
         if limit.sims is not None and playouts >= limit.sims:
             return True
         if limit.stop is not None and limit.stop.is_set():
@@ -339,6 +366,7 @@ class TreeSearch:
             evaluations = self.evaluator.evaluate([p.board for p in waiting])
             for playout, evaluation in zip(waiting, evaluations, strict=True):
                 playout.leaf.expand(evaluation)
+                self.nodes += 1
                 self._backup(playout.path, evaluation.value)
             done.extend(waiting)
         return done
@@ -435,6 +463,12 @@ class TreeSearch:
         """The last run's info."""
         return self._last
 
+    def snapshot(self) -> SearchInfo:
+        """The running (or last) run's info so far; safe to call from another thread while
+        `run` goes on (what it reads may lag a batch behind)."""
+        playouts, depth_sum, seldepth, start = self._progress
+        return self._info(playouts, depth_sum, seldepth, time.monotonic() - start)
+
     def _info(self, playouts: int, depth_sum: int, seldepth: int, seconds: float) -> SearchInfo:
         root = self.root
         return SearchInfo(
@@ -446,3 +480,13 @@ class TreeSearch:
             win_prob=float(root.q()[root.best_index()]),
             pv=self.principal_variation(),
         )
+
+
+def _count_expanded(root: Node) -> int:
+    count, stack = 0, [root]
+    while stack:
+        node = stack.pop()
+        if node.expanded:
+            count += 1
+            stack.extend(child for child in node.children if child is not None)
+    return count

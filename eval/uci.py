@@ -11,8 +11,10 @@ to be had the engine still runs: `isready` reports `info string error: no model 
 `go` says so again and plays a uniformly random legal move, so that a GUI or tournament
 carries on instead of losing the engine.
 
-The model is loaded, and every batch shape a move can need is compiled, at the first
-`isready`, `ucinewgame` or `go`: no move waits for XLA. `position` keeps the whole move list,
+The model is loaded, and every batch shape a move or a search can need is compiled, at the
+first `isready`, `ucinewgame` or `go`, and after that at each `setoption` that changes it: no
+move waits for XLA. A model that cannot be loaded then leaves the one playing, with one
+`info string error` saying why. `position` keeps the whole move list,
 so the model sees repetitions. The options: eval/uci_options.py.
 
 With `Simulations` 0 (the default) it plays the searchless policy and `go` answers at once
@@ -22,8 +24,10 @@ info line and `bestmove` until `ponderhit` or `stop`. With `Simulations` N > 0 i
 `ponderhit` and `isready` meanwhile: `go nodes M` runs M playouts, otherwise at most N, and
 `go movetime` or the clocks (eval/uci_go.time_budget, Move Overhead kept back) end it sooner;
 `go infinite` searches until `stop`, `go ponder` until `ponderhit` (then on the clock) or
-`stop`. It sends an info line a second and a last one with the move; the tree is kept between
-the moves of a game (`ucinewgame`, or a position not continuing the game, starts a new one).
+`stop`; a batch still running when the move is due (or at `stop`) is left to finish while the
+move is answered from the tree. It sends an info line a second and a last one with the move;
+the tree (bounded by `Hash`) is kept between the moves of a game (`ucinewgame`, or a position
+not continuing the game, starts a new one).
 Any other command during a search ends it first, with its `bestmove`.
 
 With `Ponder` on, `bestmove` names the reply expected (`bestmove e2e4 ponder e7e5`): the
@@ -185,6 +189,7 @@ class UciServer:
         self.board = chess.Board()
         self._chooser: MoveChooser | None = None
         self._chooser_key: tuple | None = None
+        self._built = self.options  # the options the chooser was built with
         self._chooser_error: str | None = None  # why the chooser is the no-model fallback
         self._held: list[str] = []  # output of `go ponder`/`go infinite` awaiting stop
         self._search: _Search | None = None  # the running search of a searching chooser
@@ -203,20 +208,42 @@ class UciServer:
     # --- the move chooser ----------------------------------------------------------------
 
     def chooser(self) -> MoveChooser:
-        key = self.options.policy_key()
-        if self._chooser is None or key != self._chooser_key:
-            self.close()
-            self._chooser_key = key
-            try:
-                self._chooser = self.factory(self.options)
-                self._chooser_error = None
-            except ModelUnavailable as e:
-                self._chooser = AgentChooser(RandomAgent(seed=self.options.seed, name="random"))
-                self._chooser_error = str(e)
-            warning = getattr(self._chooser, "warning", None)
-            if warning:
-                self.send(f"info string {warning}")
+        if self._chooser is None or self.options.policy_key() != self._chooser_key:
+            self._build()
         return self._chooser
+
+    def _build(self) -> None:
+        """Builds the move chooser for the current options. Where a model was playing and
+        the model or value model now named cannot be used, the one playing stays, with the
+        WeightsFile and ValueFile it plays with, and one line says why."""
+        playing = self._chooser is not None and self._chooser_error is None
+        try:
+            chooser, refused = self.factory(self.options), None
+            if playing:
+                refused = getattr(_policy_of(chooser), "value_error", None)
+        except ModelUnavailable as e:
+            chooser, refused = None, str(e)
+        if refused and playing:
+            if chooser is not None:
+                chooser.close()
+            kept = self._built
+            self._chooser_key = kept.policy_key()  # as built (setoption WeightsFile unset it)
+            self.options = dataclasses.replace(
+                self.options, weights=kept.weights, value_weights=kept.value_weights
+            )
+            self.error(f"{refused}; kept the model playing ({self._chooser.name})")
+            if self.options.policy_key() != self._chooser_key:
+                self._build()  # the other options changed meanwhile, with the same models
+            return
+        self.close()
+        self._chooser_key, self._built = self.options.policy_key(), self.options
+        self._chooser_error = refused
+        if chooser is None:
+            chooser = AgentChooser(RandomAgent(seed=self.options.seed, name="random"))
+        self._chooser = chooser
+        warning = getattr(chooser, "warning", None)
+        if warning:
+            self.send(f"info string {warning}")
 
     def close(self) -> None:
         if self._chooser is not None:
@@ -346,6 +373,10 @@ class UciServer:
             if note:
                 self.send(f"info string {note}")
         self.options = with_option(self.options, spec, parsed)
+        if self._chooser is not None:
+            # Mid-game the model loads and compiles now, not in the next `go` on a clock;
+            # before the first `isready` it waits for the other options (Threads).
+            self.chooser()
 
     def cmd_position(self, args: list[str], rest: str) -> None:
         self.board = parse_position(args)
@@ -498,6 +529,10 @@ class UciServer:
         finally:
             self._finish_search()
             self.close()
+
+
+def _policy_of(chooser: MoveChooser) -> MoveChooser:
+    return getattr(chooser, "policy", chooser)
 
 
 @dataclasses.dataclass

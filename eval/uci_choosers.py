@@ -33,12 +33,21 @@ from core.paths import resolve_path
 from eval import threads
 from eval.engines import VALUE_TARGETS, Agent, NeuralAgent, make_agent, pick_index
 from eval.evaluators import make_evaluator
-from eval.mcts import SearchConfig, SearchInfo, SearchLimit, TreeSearch
+from eval.mcts import SearchConfig, SearchInfo, SearchLimit, TreeSearch, max_nodes_for
 from eval.uci_go import GoParams
 from eval.uci_options import DEFAULT_WEIGHTS, UciOptions
 
 # Seconds between the info lines of a running search.
 INFO_EVERY = 1.0
+# How often the engine's search thread looks at the clock and `stop` while the worker
+# searches, and how long after `stop` it waits for the worker's batch to end: `stop` and
+# `ponderhit` are answered within 100 ms whatever the batch is doing.
+WAIT_STEP = 0.005
+STOP_GRACE = 0.03
+
+
+class SearchLate(RuntimeError):
+    """The search had nothing to answer with when its move was due."""
 
 
 class SearchControl:
@@ -120,6 +129,7 @@ class PolicyChooser:
         self.name = agent.name
         self.value_model = value_model
         self.warning: str | None = None  # why it plays although a search was asked for
+        self.value_error: str | None = None  # why the value model asked for is not used
         self._rng = np.random.default_rng(seed)
 
     def choose(self, board: chess.Board, request: MoveRequest) -> Decision:
@@ -154,6 +164,11 @@ class SearchChooser:
     - `infinite`: until `stop`; `ponder`: up to the playouts above until `ponderhit`, then on
       with the clock's budget counted from the ponderhit (or until `stop`).
 
+    The search runs in a worker thread. When the move is due (its deadline, or `stop`) while
+    a batch is still running (compiling, or a loaded machine), the move is answered from the
+    tree as it stands and the batch finishes on its own; the next search then grows a tree
+    of its own. A full tree (`Hash`) ends the search early.
+
     A position whose game is already over by the rules though moves are left (a threefold
     repetition, fifty moves, bare kings) has nothing to search: the policy answers it."""
 
@@ -172,22 +187,49 @@ class SearchChooser:
         self.seed = seed
         self.name = policy.name
         self._games = 0
+        self._restarts = 0  # trees started afresh beside a worker still busy
+        self._worker: threading.Thread | None = None
 
     def choose(self, board: chess.Board, request: MoveRequest) -> Decision:
         if terminal_value(board) is not None:
             return self.policy.choose(board, request)
-        go = request.go
         control = request.control or SearchControl()
         started = request.started if request.started is not None else time.monotonic()
-        sims = max(0, go.nodes) if go.nodes is not None else self.simulations
+        self._own_tree()
         self.search.set_position(board)
         runs: list[SearchInfo] = []
+        failed: list[BaseException] = []
+        done, answered = threading.Event(), threading.Event()
+
+        def work() -> None:
+            try:
+                self._search(request, control, started, runs, answered)
+            except BaseException as e:  # re-raised below, in the engine's search thread
+                failed.append(e)
+            finally:
+                done.set()
+
+        self._worker = threading.Thread(target=work, name="search-batches", daemon=True)
+        self._worker.start()
+        self._wait(done, request, control, started)
+        answered.set()  # a worker still busy reports no more
+        if failed:
+            raise failed[0]
+        if not self.search.root.expanded:
+            raise SearchLate("the position was not evaluated within the time of the move")
+        return self._decision(request.allowed, runs + ([] if done.is_set() else [None]))
+
+    def _search(self, request: MoveRequest, control, started: float, runs: list, answered) -> None:
+        """The search of one `go`, run in the worker thread: each run's info into `runs`,
+        its progress to `request.on_info` until the move is `answered`."""
+        go = request.go
+        sims = max(0, go.nodes) if go.nodes is not None else self.simulations
 
         def run(limit: SearchLimit) -> None:
             done = sum(info.playouts for info in runs)
 
             def on_info(info: SearchInfo) -> None:
-                if request.on_info is not None:
+                if request.on_info is not None and not answered.is_set():
                     request.on_info(dataclasses.replace(info, playouts=info.playouts + done))
 
             # The engine reports the final state itself, with the move it plays.
@@ -207,9 +249,39 @@ class SearchChooser:
         else:
             deadline = None if request.budget is None else started + request.budget
             run(SearchLimit(sims=sims, deadline=deadline, stop=control.stop, within_deadline=True))
-        return self._decision(request.allowed, runs)
 
-    def _decision(self, allowed: frozenset[chess.Move] | None, runs: list[SearchInfo]) -> Decision:
+    @staticmethod
+    def _wait(done: threading.Event, request: MoveRequest, control, started: float) -> None:
+        """Waits for the worker until it is done, or until the move is due however far its
+        batch has got (a network call compiling or a loaded machine): at the move's deadline,
+        or STOP_GRACE after `stop`. The worker then ends with its batch, on its own."""
+        go = request.go
+        while not done.wait(WAIT_STEP):
+            if control.stop.is_set():
+                done.wait(STOP_GRACE)
+                return
+            if go.infinite or request.budget is None:
+                continue
+            since = control.hit_at if go.ponder else started
+            if since is not None and time.monotonic() >= since + request.budget:
+                return
+
+    def _own_tree(self) -> None:
+        """A worker still finishing a batch keeps its tree: the next search grows a new one,
+        and no command waits for that batch."""
+        if self._worker is not None and self._worker.is_alive():
+            self._restarts += 1
+            self.search = TreeSearch(
+                self.search.evaluator,
+                self.search.config,
+                np.random.default_rng([self.seed, self._games, self._restarts]),
+            )
+
+    def _decision(
+        self, allowed: frozenset[chess.Move] | None, runs: list[SearchInfo | None]
+    ) -> Decision:
+        """The move most visited (within `allowed`); a None run is the one still going."""
+        runs = [self.search.snapshot() if info is None else info for info in runs]
         stats = self.search.root_moves()  # most visited first
         pick = next((s for s in stats if allowed is None or s.move in allowed), stats[0])
         last = runs[-1]
@@ -231,6 +303,7 @@ class SearchChooser:
 
     def new_game(self) -> None:
         self._games += 1
+        self._own_tree()
         self.search.clear()
         # Each game its own stream for search-contempt's samples, as the mcts agent does.
         self.search.rng = np.random.default_rng([self.seed, self._games])
@@ -316,7 +389,7 @@ class NeuralFactory:
         self.rows_per_pass = rows_per_pass  # the predictor's (model/predictor.py)
         self.runtime_threads: int | None = None  # threads XLA's pools were made with
         self._predictors: dict[tuple[str, bool], object] = {}
-        self._warmed: dict[int, int] = {}  # id(predictor) -> boards per call compiled for
+        self._fixed: dict[int, int] = {}  # id(predictor) -> boards per call its shapes fit
 
     def __call__(self, options: UciOptions) -> MoveChooser:
         resolved = resolve_path(options.weights or DEFAULT_WEIGHTS, self.start_dir)
@@ -335,7 +408,7 @@ class NeuralFactory:
         )
         value_model, note = self._value_model(predictor, options)
         policy = PolicyChooser(agent, options.seed, value_model)
-        policy.warning = note
+        policy.warning = policy.value_error = note
         if options.simulations == 0:
             return policy
         try:
@@ -345,11 +418,14 @@ class NeuralFactory:
         except ValueError as e:  # a BC model without a value model: its policy plays
             policy.warning = f"Simulations {options.simulations} ignored: {e}"
             return policy
-        self._warm_up(predictor, options.search_batch)
+        for model in (predictor, value_model):
+            if model is not None:
+                self._fix_shapes(model, options.search_batch)
         config = SearchConfig(
             cpuct=options.cpuct,
             batch=options.search_batch,
             contempt=options.search_contempt or None,
+            max_nodes=max_nodes_for(options.hash_mb),
         )
         search = TreeSearch(evaluator, config, np.random.default_rng(options.seed))
         return SearchChooser(policy, search, options.simulations, options.seed)
@@ -373,11 +449,13 @@ class NeuralFactory:
             return None, f"ValueFile {resolved.path!r} is a BC model, not an AV or SV one"
         return value_model, None
 
-    def _warm_up(self, predictor, boards: int) -> None:
-        """Compiles the shapes of `boards` leaves per network call, once per model."""
-        if self.warm_up and self._warmed.get(id(predictor), 1) < boards:
-            predictor.warm_up(max_boards=boards)
-            self._warmed[id(predictor)] = boards
+    def _fix_shapes(self, predictor, boards: int) -> None:
+        """Fixes the model's batch shapes for `boards` leaves per network call and compiles
+        them all (unless warm-up is off), once per model and batch: from then on no search
+        waits for XLA, however its batches and boards vary."""
+        if self._fixed.get(id(predictor)) != boards:
+            predictor.fix_shapes(boards, compile_now=self.warm_up)
+            self._fixed[id(predictor)] = boards
 
     def _load(self, path: str, options: UciOptions):
         key = (path, options.use_ema)

@@ -9,7 +9,7 @@ fastchess send by default, each doing what it honestly can:
 | `WeightsFile` | the model (run dir or checkpoint dir), Lc0's name for it |
 | `ValueFile` | a BC model's value model (AV, SV): score, WDL, search values (default: see below) |
 | `Threads` | the most CPU threads the model's runtime uses; 0 = every CPU the engine may use |
-| `Hash` | accepted; the search's tree is not bounded by it (it lives for one game) |
+| `Hash` | MB the search's tree may take; a full tree stops growing (its search ends) |
 | `Move Overhead` | milliseconds kept back from the clock by the time management (eval.uci_go) |
 | `SyzygyPath` | accepted and kept; tablebases are not probed yet |
 | `UCI_ShowWDL` | `wdl W D L` (per mille) in the info line, from the model's win probability |
@@ -53,7 +53,9 @@ class UciOptions:
     weights: str = DEFAULT_WEIGHTS
     value_weights: str = ""  # used only beside a BC model; "": see value_model_path
     threads: int = 0
-    hash_mb: int = 16
+    # A search tree's node takes ~4 KB (eval/mcts.NODE_BYTES), far more than a Stockfish
+    # hash entry: 256 MB hold 65,536 of them, minutes of a CPU's search.
+    hash_mb: int = 256
     move_overhead_ms: int = 10
     syzygy_path: str = ""
     show_wdl: bool = False
@@ -88,6 +90,7 @@ class UciOptions:
             return key
         return (
             *key,
+            self.hash_mb,
             self.cpuct,
             self.search_contempt,
             self.search_batch,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import chess
 import jax
@@ -34,6 +35,11 @@ MIN_EDGES = 128
 # The edge widths a real game's boards are padded to (~30 move and ~70 attack edges; 13,671
 # Lichess positions had at most 151), compiled ahead by warm_up.
 WARM_WIDTHS = (MIN_EDGES, MIN_EDGES + 64)
+# No legal position has more edges: at most 218 legal moves, and each side attacks at most
+# 321 (piece, square) pairs (nine queens of 27, two rooks of 14, two bishops of 13, two
+# knights of 8 and a king of 8). With fixed shapes a board wider than WARM_WIDTHS goes
+# through the network alone at this width, so that no board needs a shape of its own.
+MAX_EDGES = 218 + 2 * (9 * 27 + 2 * 14 + 2 * 13 + 2 * 8 + 8)
 
 
 @functools.cache
@@ -60,6 +66,8 @@ class GraphRunner:
     def __init__(self, config: Config, max_boards: int):
         self.config = config
         self.max_boards = max_boards
+        # (boards per call, edge widths) every call is padded to, once fix_shapes set them.
+        self.fixed: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         t = config.train
         self._log_probs, self._both = _compiled(
             config.model, t.target, t.num_bins, resolve_dtype(t.dtype)
@@ -82,13 +90,9 @@ class GraphRunner:
             else np.stack([tokenize(fen) for fen in fens]).reshape(len(fens), -1)
         )
         counts = graphs.edge_counts()
-        results: list = []
-        for start in range(0, len(fens), self.max_boards):
-            index = np.arange(start, min(len(fens), start + self.max_boards))
-            size = min(self.max_boards, 1 << max(0, len(index) - 1).bit_length())
-            largest = int(counts[index].max())
-            edges = graph.pad_edges(graphs, index, max(MIN_EDGES, graph.edge_bucket(largest)))
-            width = edges["senders"].shape[1]
+        results: list = [None] * len(fens)
+        for index, size, width in self._calls(counts):
+            edges = graph.pad_edges(graphs, index, width)
             padded = {"states": np.zeros((size, states.shape[1]), np.int32)}
             padded["states"][: len(index)] = states[index]
             for key in ("senders", "receivers", "kinds"):
@@ -102,29 +106,72 @@ class GraphRunner:
             for row, board in enumerate(index):
                 n = int(counts[board])
                 cut = [o[row, :n] if o.ndim >= 2 and self._per_edge else o[row] for o in outputs]
-                results.append(tuple(cut) if both else cut[0])
+                results[board] = tuple(cut) if both else cut[0]
         return results
+
+    def _calls(self, counts: np.ndarray) -> list[tuple[np.ndarray, int, int]]:
+        """(the boards, boards padded to, edge width) of each network call over boards with
+        `counts` edges: power-of-two chunks of at most max_boards boards, each as wide as its
+        widest board needs; with fixed shapes, only the shapes fixed_shapes named."""
+        if self.fixed is None:
+            calls = []
+            for start in range(0, len(counts), self.max_boards):
+                index = np.arange(start, min(len(counts), start + self.max_boards))
+                size = min(self.max_boards, 1 << max(0, len(index) - 1).bit_length())
+                width = max(MIN_EDGES, graph.edge_bucket(int(counts[index].max())))
+                calls.append((index, size, width))
+            return calls
+        sizes, widths = self.fixed
+        wide = counts > widths[-1]
+        calls = [(np.array([board]), 1, self.widest) for board in np.flatnonzero(wide)]
+        narrow = np.flatnonzero(~wide)
+        for start in range(0, len(narrow), sizes[-1]):
+            index = narrow[start : start + sizes[-1]]
+            size = next(s for s in sizes if s >= len(index))
+            width = next(w for w in widths if w >= counts[index].max())
+            calls.append((index, size, width))
+        return calls
+
+    @property
+    def widest(self) -> int:
+        return graph.edge_bucket(MAX_EDGES)
+
+    def fixed_shapes(self, boards: int) -> list[tuple[int, int]]:
+        """Pads every later call to one of a few shapes for calls of up to `boards` boards
+        (1 or `boards` boards, WARM_WIDTHS edges, a wider board alone at the widest) and
+        returns them: a search then uses only shapes compiled before it starts."""
+        sizes = (1,) if boards <= 1 else (1, boards)
+        self.fixed = (sizes, WARM_WIDTHS)
+        return [(s, w) for s in sizes for w in WARM_WIDTHS] + [(1, self.widest)]
 
     def warm_up(self, params, max_boards: int, widths: Sequence[int] = WARM_WIDTHS) -> list:
         """Compiles now the (boards, edges) shapes that calls on at most `max_boards` boards
         of real games use (the edge widths `widths`), so no move of a game waits for XLA;
         returns them."""
-        fn = self._log_probs if self.config.target == "bc" else self._both
         sizes = sorted(
             {
                 min(self.max_boards, 1 << max(0, n - 1).bit_length())
                 for n in range(1, max_boards + 1)
             }
         )
-        shapes = []
-        for size in sizes:
-            for width in widths:
-                states = np.zeros((size, SEQUENCE_LENGTH), np.int32)
-                edges = np.zeros((size, width), np.int32)
-                kinds = np.full((size, width), graph.PAD_KIND, np.int32)
-                jax.block_until_ready(fn(params, states, edges, edges, kinds))
-                shapes.append((size, width))
+        shapes = [(size, width) for size in sizes for width in widths]
+        self.compile(params, shapes)
         return shapes
+
+    def compile(self, params, shapes: Sequence[tuple[int, int]]) -> None:
+        """Compiles the network for each (boards, edges) shape, two at a time (XLA compiles
+        one shape on one core)."""
+        fn = self._log_probs if self.config.target == "bc" else self._both
+
+        def one(shape: tuple[int, int]) -> None:
+            size, width = shape
+            states = np.zeros((size, SEQUENCE_LENGTH), np.int32)
+            edges = np.zeros((size, width), np.int32)
+            kinds = np.full((size, width), graph.PAD_KIND, np.int32)
+            jax.block_until_ready(fn(params, states, edges, edges, kinds))
+
+        with ThreadPoolExecutor(2, thread_name_prefix="graph-compile") as pool:
+            list(pool.map(one, shapes))
 
     @property
     def _per_edge(self) -> bool:

@@ -11,6 +11,7 @@
     p.log_probs(states, actions)   # the raw output for token rows (bins, or actions for BC)
     p.log_probs_and_values(states, actions)  # AV/SV: that output and its expected values
     p.warm_up(max_boards=1)        # compile now every batch shape move_values can need
+    p.fix_shapes(max_boards=8)     # only a few shapes from now on, all compiled now
     legal_move_probs(row, moves)   # BC: one move_log_probs row as move_values scores it
     model_fen(board)               # the FEN the model reads for a board (counters clamped)
 
@@ -211,6 +212,18 @@ class Predictor:
 
         # XLA compiles one shape on one core: the pass threads compile them side by side.
         list(_pass_pool().map(compile_shape, shapes))
+        return shapes
+
+    def fix_shapes(self, max_boards: int, compile_now: bool = True) -> list:
+        """From now on, calls on at most `max_boards` boards use only a few batch shapes,
+        and (with `compile_now`) all are compiled now: a search then never waits for XLA.
+        The row passes of a CPU are such a set already; the gateau backbone pads its boards
+        to them (GraphRunner.fixed_shapes). Returns the shapes."""
+        if self._graph is None:
+            return self.warm_up(max_boards) if compile_now else []
+        shapes = self._graph.fixed_shapes(max_boards)
+        if compile_now:
+            self._graph.compile(self.params, shapes)
         return shapes
 
     def _scoring_fn(self):

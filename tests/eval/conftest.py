@@ -126,16 +126,30 @@ class UciProcess:
     """A real engine process (`argv`) spoken to over its pipes, line by line: `send` lines,
     then read with `until` (each line waits at most `timeout` seconds)."""
 
-    def __init__(self, argv: list[str], cwd: str | os.PathLike, timeout: float = 300.0):
+    def __init__(
+        self,
+        argv: list[str],
+        cwd: str | os.PathLike,
+        timeout: float = 300.0,
+        env: dict[str, str] | None = None,
+        stderr: pathlib.Path | None = None,  # a file for it (read while it runs), else a pipe
+    ):
         self.timeout = timeout
+        self._stderr_file = open(stderr, "wb") if stderr else None  # noqa: SIM115
         self.proc = subprocess.Popen(
-            argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr_file or subprocess.PIPE,
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr = b""
         threading.Thread(target=self._read_stdout, daemon=True).start()
         self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
-        self._stderr_reader.start()
+        if self._stderr_file is None:
+            self._stderr_reader.start()
 
     def _read_stdout(self) -> None:
         for raw in self.proc.stdout:
@@ -185,13 +199,19 @@ class UciProcess:
         if not self.proc.stdin.closed:
             self.proc.stdin.close()
         code = self.proc.wait(timeout=timeout)
-        self._stderr_reader.join(timeout)
+        if self._stderr_file is None:
+            self._stderr_reader.join(timeout)
+        else:
+            self._stderr_file.close()
+            self.stderr = pathlib.Path(self._stderr_file.name).read_bytes()
         return code, self.stderr.decode("utf-8", "replace")
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        if self._stderr_file is not None:
+            self._stderr_file.close()
 
 
 @pytest.fixture
@@ -199,8 +219,8 @@ def uci_process():
     """start(argv, cwd) -> a UciProcess, killed at the end of the test if still running."""
     started: list[UciProcess] = []
 
-    def start(argv: list[str], cwd) -> UciProcess:
-        started.append(UciProcess(argv, cwd))
+    def start(argv: list[str], cwd, **kwargs) -> UciProcess:
+        started.append(UciProcess(argv, cwd, **kwargs))
         return started[-1]
 
     yield start

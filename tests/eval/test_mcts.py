@@ -2,11 +2,13 @@
 about mechanics (exact terminal values decide whatever the network says), a trained one for
 the agent in the evaluation CLIs."""
 
+import gc
 import json
 import math
 import pathlib
 import threading
 import time
+import tracemalloc
 
 import chess
 import jax
@@ -16,7 +18,7 @@ import pytest
 from core.game_end import terminal_value
 from eval.engines import MctsAgent, NeuralAgent, make_agent, parse_agent_spec
 from eval.evaluators import LeafEvaluation, PolicyValueEvaluator, make_evaluator
-from eval.mcts import Node, SearchConfig, SearchLimit, TreeSearch, contempt_index
+from eval.mcts import NODE_BYTES, Node, SearchConfig, SearchLimit, TreeSearch, contempt_index
 from eval.puzzles import main as puzzles_main
 from eval.tournament import main as tournament_main
 from model.config import Config
@@ -431,6 +433,33 @@ def test_a_deadline_or_a_stop_event_ends_the_search(nets):
     search.set_position(chess.Board("7k/5Q2/6K1/8/8/8/8/8 b - - 0 1"))
     with pytest.raises(ValueError, match="game is over"):
         search.run(SearchLimit(sims=1))
+
+
+def test_max_nodes_bounds_the_tree_and_its_memory(nets):
+    """A full tree stops the search (however long it may run), and each node takes less
+    than NODE_BYTES, so that Hash MB bound the memory."""
+    searched(nets[1]["bc+sv"], chess.Board(MIDDLEGAME), 40, batch=4)  # compiled, moves made
+    search = TreeSearch(nets[1]["bc+sv"], SearchConfig(batch=4, max_nodes=120))
+    search.set_position(chess.Board(MIDDLEGAME))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        info = search.run(SearchLimit(stop=threading.Event()))  # ends by the bound alone
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert search.full and 120 <= search.nodes < 120 + 4, search.nodes
+    assert search.nodes == sum(1 for _ in walk(search.root))
+    assert grown < (search.nodes - 2) * NODE_BYTES, grown / search.nodes
+    assert info.playouts > 0 and search.best_move() in chess.Board(MIDDLEGAME).legal_moves
+    # The subtree kept for the next move is counted anew: it has room to grow again.
+    board = chess.Board(MIDDLEGAME)
+    board.push(search.best_move())
+    board.push(search.expected_reply(board.move_stack[-1]))
+    assert search.set_position(board) and 0 < search.nodes < 120
+    assert search.run(SearchLimit(sims=4)).playouts == 4
 
 
 # --- the agent in the evaluation CLIs (a model trained here) ----------------------------

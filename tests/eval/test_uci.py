@@ -4,6 +4,7 @@ paths from other directories, and a trained model playing over UCI."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import pathlib
 import subprocess
@@ -211,18 +212,20 @@ def test_options_rebuild_the_chooser_only_when_the_move_choice_depends_on_them()
     ]
     lines += ["position startpos moves e2e4", "ucinewgame", "go", "go", "quit"]
     out, engine = session(lines, factory)
+    # Once a chooser is built, each option it depends on rebuilds it at once (the model is
+    # loaded and compiled in `setoption`, not in the next `go`); Hash (no search) and
+    # UCI_ShowWDL do not.
+    seven = UciOptions(seed=7)
+    hot = dataclasses.replace(seven, temperature=0.5)
+    raw = dataclasses.replace(hot, hash_mb=64, show_wdl=True, use_ema=False)
     assert factory.built == [
         UciOptions(),
-        UciOptions(
-            temperature=0.5,
-            repetition_workaround=False,
-            use_ema=False,
-            seed=7,
-            hash_mb=64,
-            show_wdl=True,
-        ),
+        seven,
+        hot,
+        raw,
+        dataclasses.replace(raw, repetition_workaround=False),
     ]
-    assert factory.agents[0].closed and factory.agents[1].closed  # replaced, then quit
+    assert all(agent.closed for agent in factory.agents)  # replaced, then quit
     assert engine.board.move_stack == []  # ucinewgame went back to the start
     assert all(chess.Board().is_legal(chess.Move.from_uci(m)) for m in bestmoves(out))
 

@@ -13,6 +13,7 @@ import random
 import signal
 import string
 import sys
+import time
 
 import chess
 import jax
@@ -20,7 +21,7 @@ import pytest
 
 from eval.engines import NeuralAgent
 from eval.uci import UciServer, parse_position
-from eval.uci_choosers import ModelUnavailable, PolicyChooser
+from eval.uci_choosers import ModelUnavailable, NeuralFactory, PolicyChooser
 from eval.uci_options import OPTIONS, UciOptions
 from model import config as config_lib
 from model.predictor import Predictor
@@ -227,3 +228,83 @@ def test_fuzzed_commands_never_escape_and_every_go_gets_one_legal_bestmove():
         assert not any(" failed on " in x for x in new), (line, new)
         if command == "isready":
             assert new[-1] == "readyok", (line, new)
+
+
+# --- a model named mid-game ---------------------------------------------------------------
+
+
+def bestmoves(out: io.StringIO) -> list[str]:
+    return [line.split()[1] for line in out.getvalue().splitlines() if line.startswith("bestmove")]
+
+
+def play(engine: UciServer, out: io.StringIO, go: str) -> str:
+    """A fresh game's first reply to e2e4 (a search answers from its thread): its move."""
+    done = len(bestmoves(out)) + 1
+    for line in ("ucinewgame", "position startpos moves e2e4", go):
+        engine.handle(line)
+    deadline = time.monotonic() + 120
+    while len(bestmoves(out)) < done and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return bestmoves(out)[-1]
+
+
+@pytest.mark.parametrize("option", ["WeightsFile", "ValueFile"])
+def test_a_file_that_is_not_a_model_keeps_the_model_playing(
+    tmp_path, tiny_run, tiny_bc_run, option
+):
+    # Files that exist but hold no model: a system folder and a folder of data.
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "boards-00000-of-00001.parquet").write_bytes(b"PAR1 not a checkpoint")
+    out = io.StringIO()
+    engine = UciServer(NeuralFactory(str(tmp_path)), out)
+    if option == "WeightsFile":  # the policy plays
+        setup = [f"setoption name WeightsFile value {tiny_run}"]
+    else:  # a policy searching with its value model
+        setup = [f"setoption name WeightsFile value {tiny_bc_run}"]
+        setup += [f"setoption name ValueFile value {tiny_run}"]
+        setup += ["setoption name Simulations value 8"]
+    for line in [*setup, "isready"]:
+        engine.handle(line)
+    playing, options = engine.chooser(), engine.options
+    first = play(engine, out, "go nodes 8")
+    for bad in ("/etc", str(data)):
+        start = len(out.getvalue().splitlines())
+        engine.handle(f"setoption name {option} value {bad}")
+        engine.handle("isready")
+        assert play(engine, out, "go nodes 8") == first, bad
+        said = [line for line in out.getvalue().splitlines()[start:] if " string " in line]
+        assert len(said) == 1, said
+        assert said[0].startswith(f"info string error: cannot load model {bad!r}"), said
+        assert said[0].endswith(f"kept the model playing ({playing.name})"), said
+        assert engine.chooser() is playing and engine.options == options
+    engine.handle("quit")
+
+
+def test_a_model_named_mid_game_loads_in_setoption_not_in_go(tmp_path, tiny_run, tiny_bc_run):
+    class Recording(NeuralFactory):  # the real factory, telling when it builds
+        built: list[str] = []
+
+        def __call__(self, options):
+            chooser = super().__call__(options)
+            self.built.append(options.weights)
+            return chooser
+
+    out = io.StringIO()
+    factory = Recording(str(tmp_path))
+    engine = UciServer(factory, out)
+    for line in (f"setoption name WeightsFile value {tiny_run}", "isready", "position startpos"):
+        engine.handle(line)
+    engine.handle("go movetime 300")
+    engine.handle(f"setoption name WeightsFile value {tiny_bc_run}")  # mid-game, no isready
+    assert factory.built == [str(tiny_run), str(tiny_bc_run)]  # loaded and compiled now
+    engine.handle("position startpos moves e2e4")
+    start = time.monotonic()
+    engine.handle("go movetime 300")
+    took = time.monotonic() - start
+    assert factory.built == [str(tiny_run), str(tiny_bc_run)]
+    board = parse_position("startpos moves e2e4".split())
+    assert board.is_legal(chess.Move.from_uci(bestmoves(out)[-1]))
+    # Within its movetime (Move Overhead included): the policy answers in milliseconds, where
+    # loading and compiling the model took seconds.
+    assert took < 0.3, took

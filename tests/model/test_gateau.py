@@ -299,3 +299,24 @@ def test_warm_up_compiles_the_shapes_a_game_uses(predictors, target):
     # and a board of either width is then valued with no further compilation error
     legal, _ = predictor.move_values([chess.Board()])[0]
     assert sorted(legal) == sorted(m.uci() for m in chess.Board().legal_moves)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["av", "bc"])
+def test_fixed_shapes_give_the_same_values_with_a_few_shapes(target):
+    # A board wider than the warmed widths (218 moves) goes alone at the widest width, the
+    # others in padded batches of 1 or 4: the values are those of unfixed shapes.
+    config = tiny(target)
+    params = noisy_params(config)
+    free, fixed = Predictor(params, config, max_batch=64), Predictor(params, config, max_batch=64)
+    wide = chess.Board("R6R/3Q4/1Q4Q1/4Q3/2Q4Q/Q4Q2/pp1Q4/kBNN1KB1 w - - 0 1")
+    assert graph.encode_boards([wide]).edge_counts()[0] > 192
+    shapes = fixed.fix_shapes(max_boards=4)
+    assert shapes == [(1, 128), (1, 192), (4, 128), (4, 192), (1, 896)]
+    boards = [*BOARDS[1:4], wide, chess.Board()]
+    for batch in (boards, boards[:2], boards[3:4]):
+        for (moves, ours), (same, theirs) in zip(
+            fixed.move_values(batch), free.move_values(batch), strict=True
+        ):
+            assert moves == same
+            np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)  # float32 padding
