@@ -513,14 +513,15 @@ class SlowEvaluator:
 
 
 def test_within_deadline_starts_no_batch_that_would_end_past_it(nets):
-    # Root evaluation 0.2 s, then batches of 0.2 s against a deadline 0.5 s away: the first
-    # batch ends at ~0.4 s; a second would end at ~0.6 s, past the deadline.
+    # Root evaluation 1 s, then batches of 1 s against a deadline 2.5 s away: the first
+    # batch ends at ~2 s; a second would end at ~3 s, past the deadline. Half a second on
+    # each side, so that a loaded machine's slower network calls (~10 ms here) decide nothing.
     searched(nets[1]["av"], chess.Board(MIDDLEGAME), sims=4, batch=2)  # compiles the shapes
-    evaluator = SlowEvaluator(nets[1]["av"], delay=0.2)
+    evaluator = SlowEvaluator(nets[1]["av"], delay=1.0)
     playouts = {}
     for within in (False, True):
         search = TreeSearch(evaluator, SearchConfig(batch=2))
         search.set_position(chess.Board(MIDDLEGAME))
-        limit = SearchLimit(deadline=time.monotonic() + 0.5, within_deadline=within)
+        limit = SearchLimit(deadline=time.monotonic() + 2.5, within_deadline=within)
         playouts[within] = search.run(limit).playouts
     assert playouts == {False: 4, True: 2}
