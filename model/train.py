@@ -13,7 +13,9 @@ EMA, optimiser state and the loader's position, so the run continues exactly whe
 (`--stop-after N`, SIGTERM or Ctrl-C saves and stops at a step, for preemptible machines; a
 signal's stop exits 128 + its number: 143, 130).
 
-Writes to --out: `config.toml` (the resolved config), `checkpoints/<step>/` (see
+One training at a time per --out: a second one is refused, naming the first's PID and host,
+while the first holds `lock` there (core/dir_lock.py). Writes to --out: `config.toml` (the
+resolved config), `checkpoints/<step>/` (see
 model.checkpoint), `metrics.jsonl` (one JSON object per log or evaluation; a resumed run first
 cuts it back to the restored step, so it ends up as an uninterrupted run's), and `tensorboard/`
 event files of the same numbers when the `tensorboard` extra is installed
@@ -23,6 +25,7 @@ event files of the same numbers when the `tensorboard` extra is installed
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -31,7 +34,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +43,17 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
+from core.dir_lock import DirectoryBusy, dir_lock
 from core.interrupts import exit_code, interrupted
 from core.metrics import summarize
+from core.outputs import (
+    OutputError,
+    check_dir,
+    disk_full,
+    disk_full_line,
+    quiet_disk_full,
+    writing,
+)
 from core.progress import format_duration
 from core.schema import SchemaError, board_files
 from model import config as config_lib
@@ -70,8 +82,12 @@ from model.train_step import make_optimizer as make_optimizer
 from model.transformer import count_params
 
 METRICS_FILE = "metrics.jsonl"
+# Held (core.dir_lock) by the training writing the run dir; deleted when it ends.
+LOCK_FILE = "lock"
 # Signals that stop training at the next step with a checkpoint (exit code: core.interrupts).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# Where orbax's save threads log their failures (absl) and their lost futures (asyncio).
+LIBRARY_LOGGERS = ("absl", "asyncio")
 
 
 # --- logging --------------------------------------------------------------------------
@@ -92,9 +108,9 @@ class MetricsLog:
         self._file = self._events = None
         if not enabled:
             return
-        path = os.path.join(run_dir, METRICS_FILE)
+        path = self.path = os.path.join(run_dir, METRICS_FILE)
         kept = _records_up_to(path, resume_step)
-        with open(path + ".tmp", "w") as f:
+        with writing(path + ".tmp"), open(path + ".tmp", "w") as f:
             f.writelines(json.dumps(record) + "\n" for record in kept)
         os.replace(path + ".tmp", path)
         self._evaluated = {r["step"] for r in kept if r.get("kind") == "eval"}
@@ -109,8 +125,9 @@ class MetricsLog:
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        with writing(self.path):
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
         if record.get("kind") == "eval":
             self._evaluated.add(record["step"])
         if self._events is not None:
@@ -163,6 +180,7 @@ class Evaluator:
             process_index=jax.process_index(),
             process_count=jax.process_count(),
         )
+        batches.check_batch_size("data.test")
         self.batches = [placement.global_batch(next(batches)) for _ in range(t.eval_batches)]
         self.step = jitted(config.model, t, placement).evaluate
         # Accuracy and tau compare every legal move, so they need complete boards.
@@ -253,6 +271,42 @@ def train(
             f"train.batch_size {t.batch_size} is not divisible by the {len(jax.devices())} devices"
         )
     is_main = jax.process_index() == 0
+    with _run_dir_lock(out, is_main, log):
+        return _train(config, out, placement, is_main, stop_after, log)
+
+
+@contextlib.contextmanager
+def _run_dir_lock(out: str, is_main: bool, log: Callable[[str], None]) -> Iterator[None]:
+    """The run dir's lock (core.dir_lock), held by process 0 for the whole run: a second
+    training into the same --out is refused before it touches anything there. DirectoryBusy on
+    every process when process 0 could not take it."""
+    held = contextlib.ExitStack()
+    busy: DirectoryBusy | None = None
+    if is_main:
+        os.makedirs(out, exist_ok=True)
+        try:
+            held.enter_context(dir_lock(out, os.path.join(out, LOCK_FILE), "train", warn=log))
+        except DirectoryBusy as e:
+            busy = e
+    if jax.process_count() > 1:
+        refused = bool(multihost_utils.broadcast_one_to_all(np.asarray(busy is not None)))
+        if refused and busy is None:
+            busy = DirectoryBusy(f"{out} is being written by another run (process 0 says)")
+    if busy is not None:
+        raise busy
+    with held:
+        yield
+
+
+def _train(
+    config: Config,
+    out: str,
+    placement: Placement,
+    is_main: bool,
+    stop_after: int | None,
+    log: Callable[[str], None],
+) -> TrainResult:
+    t = config.train
     checkpointer, resume_step, meta = _open_run_dir(config, out, is_main, log)
     started = time.perf_counter()
     train_data, test_data = _load_data(config, meta, log)
@@ -291,7 +345,12 @@ def train(
             f"warning: the loader differs from the checkpoint's ({meta.get('loader')} vs "
             f"{train_data.loader}): the data order does not continue exactly"
         )
-    evaluator = Evaluator(config, test_data, placement) if test_data else None
+    try:  # before anything is compiled: a batch larger than the data is no run
+        batches.check_batch_size("data.train")
+        evaluator = Evaluator(config, test_data, placement) if test_data else None
+    except BaseException:
+        batches.close()
+        raise
     step_fn = compile_train_step(config, placement)
     metrics_log = MetricsLog(out, is_main, start_step)
     lr = learning_rate(t)
@@ -312,20 +371,22 @@ def train(
                 previous_handlers[number] = signal.signal(number, request_stop)
 
     def save(step: int) -> None:
-        checkpointer.save(
-            step,
-            state.params,
-            state.ema_params,
-            state.opt_state,
-            {
-                "step": step,
-                "data_position": batches.position,
-                "data_fingerprint": train_data.fingerprint,
-                "loader": train_data.loader,
-                "config": config.to_dict(),
-                "log_window": [{k: float(v) for k, v in m.items()} for m in window],
-            },
-        )
+        # An asynchronous save: a full disk shows at the next save or at close.
+        with writing(checkpoints_dir(out)):
+            checkpointer.save(
+                step,
+                state.params,
+                state.ema_params,
+                state.opt_state,
+                {
+                    "step": step,
+                    "data_position": batches.position,
+                    "data_fingerprint": train_data.fingerprint,
+                    "loader": train_data.loader,
+                    "config": config.to_dict(),
+                    "log_window": [{k: float(v) for k, v in m.items()} for m in window],
+                },
+            )
 
     def evaluate(step: int) -> dict[str, float]:
         result = evaluator(state.ema_params)
@@ -396,10 +457,13 @@ def train(
             log(f"{out} already reached step {start_step} of {t.num_steps}: nothing to do")
     finally:
         batches.close()
-        checkpointer.close()
-        metrics_log.close()
-        for number, handler in previous_handlers.items():
-            signal.signal(number, handler)
+        try:
+            with writing(checkpoints_dir(out)):
+                checkpointer.close()
+        finally:
+            metrics_log.close()
+            for number, handler in previous_handlers.items():
+                signal.signal(number, handler)
     return TrainResult(
         step,
         state,
@@ -429,7 +493,8 @@ def _open_run_dir(
         meta = checkpointer.meta(resume_step)
         check_resumable(config_lib.from_dict(meta["config"]), config, out)
     if is_main:
-        with open(os.path.join(out, "config.toml"), "w") as f:
+        path = os.path.join(out, "config.toml")
+        with writing(path), open(path, "w") as f:
             f.write(config_lib.to_toml(config))
     return checkpointer, resume_step, meta
 
@@ -618,11 +683,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         config = config_lib.validate(resolve_config(args))
+        check_dir(args.out)
         maybe_initialize_distributed(args.distributed)
-        result = train(config, args.out, stop_after=args.stop_after)
+        with quiet_disk_full(*LIBRARY_LOGGERS):
+            result = train(config, args.out, stop_after=args.stop_after)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
+    except (OutputError, DirectoryBusy) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except (DataError, SchemaError, FileNotFoundError) as e:
         print(f"data error: {e}", file=sys.stderr)
         return 1
@@ -631,6 +701,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"interrupted: nothing saved since the last checkpoint in {args.out}; "
             "run the same command again to resume"
         )
+    except Exception as e:  # a full disk, wherever orbax or a log write met it
+        full = disk_full(e)
+        if full is None:
+            raise
+        print(
+            disk_full_line(
+                full, args.out, "run the same command again to resume from the last checkpoint"
+            ),
+            file=sys.stderr,
+        )
+        return 1
     return exit_code(result.stop_signal) if result.stop_signal else 0
 
 
