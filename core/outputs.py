@@ -38,14 +38,23 @@ def _reason(e: OSError) -> str:
     return e.strerror or str(e)
 
 
+def _make_dirs(directory: str, option: str, path: str) -> None:
+    """os.makedirs, saying which existing path is in the way when one is not a directory
+    (os.makedirs would say "File exists")."""
+    existing = os.path.abspath(directory)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise OutputError(f"{option} {path} cannot be written: {existing} is not a directory")
+    os.makedirs(directory, exist_ok=True)
+
+
 def check_dir(path: str, option: str = "--out") -> None:
     """That files can be created in directory `path` (created if missing); OutputError if not."""
     if not path or not _is_local(path):
         return
     try:
-        if os.path.exists(path) and not os.path.isdir(path):
-            raise OutputError(f"{option} {path} cannot be written: it is not a directory")
-        os.makedirs(path, exist_ok=True)
+        _make_dirs(path, option, path)
         with tempfile.TemporaryFile(dir=path):
             pass
     except OutputError:
@@ -63,9 +72,7 @@ def check_file(path: str, option: str = "--out") -> None:
         raise OutputError(f"{option} {path} cannot be written: it is a directory")
     parent = os.path.dirname(os.path.abspath(path))
     try:
-        if os.path.exists(parent) and not os.path.isdir(parent):
-            raise OutputError(f"{option} {path} cannot be written: {parent} is not a directory")
-        os.makedirs(parent, exist_ok=True)
+        _make_dirs(parent, option, path)
         if os.path.exists(path):
             with open(path, "r+b"):  # write access, without truncating what is there
                 pass

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 
 import chess
@@ -17,6 +16,7 @@ import numpy as np
 from core.actions import legal_actions, moves_to_indices
 from core.bins import to_bins
 from core.metrics import summarize
+from core.outputs import OutputError, check_file
 from core.progress import Progress
 from core.schema import SchemaError, read_boards
 from core.targets import target_kind
@@ -142,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_boards is not None and args.max_boards < 1:
         parser.error("--max-boards must be >= 1")
     try:
+        check_file(args.out, "--out")  # before any work
         rows = read_rows(args.data, args.max_boards)
-    except (FileNotFoundError, SchemaError) as e:
+    except (FileNotFoundError, SchemaError, OutputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 
@@ -163,7 +164,6 @@ def main(argv: list[str] | None = None) -> int:
     } | evaluate_checkpoint(predictor, rows, show_progress=not args.quiet)
     text = json.dumps(result, indent=1)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             f.write(text + "\n")
     print(text)

@@ -27,6 +27,7 @@ import chess
 
 from core.eval_sets import TestPosition, read_suite
 from core.interrupts import interrupted
+from core.outputs import OutputError, check_file
 from core.progress import Progress
 from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
 
@@ -119,6 +120,11 @@ def _main(argv: list[str] | None) -> int:
     except ValueError as e:
         parser.error(str(e))
     try:
+        check_file(args.out, "--out")  # before any work: an evaluation may run for hours
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    try:
         suites = {path: read_suite(path, args.num) for path in args.epd}
     except (ValueError, FileNotFoundError) as e:  # missing or not text
         print(f"error: {e}", file=sys.stderr)
@@ -137,7 +143,6 @@ def _main(argv: list[str] | None) -> int:
         with agent:
             results += _run_agent(agent, spec.text, suites, show_progress=not args.quiet)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             json.dump({"results": results}, f, indent=1)
         print(f"wrote {args.out}", file=sys.stderr)

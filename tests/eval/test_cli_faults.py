@@ -15,6 +15,7 @@ import time
 import pytest
 
 from core.text_files import NotTextError
+from eval.metrics import main as metrics_main
 from eval.plot import main as plot_main
 from eval.puzzles import main as puzzles_main
 from eval.puzzles import read_puzzles
@@ -149,3 +150,34 @@ def test_ctrl_c_in_a_tournament_keeps_the_finished_games(tmp_path, stockfish):
     assert "--resume" in run.stderr.strip().splitlines()[-1]
     finished = read_finished(pgn)
     assert 1 <= len(finished) < 40
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys):
+    """Each command checks its outputs first: an evaluation may run for hours before it
+    writes them. (A path below a regular file: unwritable even for root.)"""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    epd = tmp_path / "suite.epd"
+    epd.write_text(EPD + "\n")
+    stockfish = ["--engine", str(tmp_path / "no-engine-needed")]  # no agent starts
+    out = blocker / "results.json"
+    commands = {
+        "puzzles --out": (puzzles_main, ["--agent", "stockfish:nodes=1", "--puzzles", str(PUZZLES),
+                                         "--out", str(out), *stockfish]),
+        "puzzles --plot": (puzzles_main, ["--agent", "stockfish:nodes=1", "--puzzles", str(PUZZLES),
+                                          "--out", "", "--plot", str(out), *stockfish]),
+        "suites --out": (suites_main, ["--agent", "stockfish:nodes=1", "--epd", str(epd),
+                                       "--out", str(out), *stockfish]),
+        "metrics --out": (metrics_main, ["--checkpoint", str(tmp_path / "no-run"),
+                                         "--data", str(tmp_path / "no-data"), "--out", str(out)]),
+        "tournament --out": (tournament_main, ["--agents", "stockfish:nodes=1", "random",
+                                               "--out", str(out), *stockfish]),
+        "plot --out": (plot_main, [str(tmp_path / "no-results.json"), "--out", str(out)]),
+    }  # fmt: skip
+    for name, (main, argv) in commands.items():
+        assert main(argv) == 1, name
+        captured = capsys.readouterr()
+        option = name.split()[1]
+        expected = f"error: {option} {out} cannot be written: {blocker} is not a directory"
+        assert captured.err.strip() == expected, (name, captured.err)
+        assert captured.out == "", name
