@@ -2,9 +2,8 @@
 
 Evaluations run for hours and pipelines longer: an output that cannot be written must stop
 the command at its start, not lose its results at the end. `check_file` and `check_dir` are
-called before any work with each output a command will write; they create the missing
-directories (the command would) and leave no file behind, and raise `OutputError`, one line
-naming the option and the path.
+called before any work with each output a command will write; they create nothing, and
+raise `OutputError`, one line naming the option and the path.
 
 A full disk (ENOSPC) while writing is not a bug of the command: `disk_full` finds it in an
 exception (also where a library wrapped or re-raised it as something else) so that the command
@@ -38,49 +37,42 @@ def _reason(e: OSError) -> str:
     return e.strerror or str(e)
 
 
-def _make_dirs(directory: str, option: str, path: str) -> None:
-    """os.makedirs, saying which existing path is in the way when one is not a directory
-    (os.makedirs would say "File exists")."""
+def _writable_dir(directory: str, option: str, path: str) -> None:
+    """That files can be made in `directory`, or, where it does not exist yet, in the
+    nearest directory above it (where the command will make it): nothing is left behind."""
     existing = os.path.abspath(directory)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
         raise OutputError(f"{option} {path} cannot be written: {existing} is not a directory")
-    os.makedirs(directory, exist_ok=True)
-
-
-def check_dir(path: str, option: str = "--out") -> None:
-    """That files can be created in directory `path` (created if missing); OutputError if not."""
-    if not path or not _is_local(path):
-        return
     try:
-        _make_dirs(path, option, path)
-        with tempfile.TemporaryFile(dir=path):
+        with tempfile.TemporaryFile(dir=existing):
             pass
-    except OutputError:
-        raise
     except OSError as e:
         raise OutputError(f"{option} {path} cannot be written: {_reason(e)}") from None
 
 
+def check_dir(path: str, option: str = "--out") -> None:
+    """That the command can write directory `path` (made later if missing); OutputError if
+    not. Creates nothing."""
+    if path and _is_local(path):
+        _writable_dir(path, option, path)
+
+
 def check_file(path: str, option: str = "--out") -> None:
-    """That file `path` can be written (its directory created if missing; an existing file
-    opened for writing but left as it is); OutputError if not."""
+    """That the command can write file `path` (its directory made later if missing; an
+    existing file opened for writing but left as it is); OutputError if not. Creates
+    nothing."""
     if not path or not _is_local(path):
         return
     if os.path.isdir(path):
         raise OutputError(f"{option} {path} cannot be written: it is a directory")
-    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.exists(path):
+        _writable_dir(os.path.dirname(os.path.abspath(path)), option, path)
+        return
     try:
-        _make_dirs(parent, option, path)
-        if os.path.exists(path):
-            with open(path, "r+b"):  # write access, without truncating what is there
-                pass
-        else:
-            with tempfile.TemporaryFile(dir=parent):
-                pass
-    except OutputError:
-        raise
+        with open(path, "r+b"):  # write access, without truncating what is there
+            pass
     except OSError as e:
         raise OutputError(f"{option} {path} cannot be written: {_reason(e)}") from None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 
 import chess
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     } | evaluate_checkpoint(predictor, rows, show_progress=not args.quiet)
     text = json.dumps(result, indent=1)
     if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             f.write(text + "\n")
     print(text)

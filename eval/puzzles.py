@@ -221,6 +221,7 @@ def _main(argv: list[str] | None) -> int:
         "agents": results,
     }
     if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)
         print(f"wrote {args.out}", file=sys.stderr)

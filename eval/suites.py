@@ -143,6 +143,7 @@ def _main(argv: list[str] | None) -> int:
         with agent:
             results += _run_agent(agent, spec.text, suites, show_progress=not args.quiet)
     if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             json.dump({"results": results}, f, indent=1)
         print(f"wrote {args.out}", file=sys.stderr)
