@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 
 from core.cli import config_from_args
 from core.interrupts import exit_code, interrupted
+from core.outputs import OutputError, check_dir
 from eval.steps import StepLog, annotate_step, fingerprint
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -329,6 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     # Beam's workers relay their start-up warnings through the job service: not news here.
     logging.getLogger("apache_beam").setLevel(logging.ERROR)
     config = config_from_args(DemoConfig, args)
+    try:
+        for option, path in (("--results", args.results), ("--work", args.work),
+                             ("--run", args.run)):  # fmt: skip
+            check_dir(path, option)
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         print_summary(run(config, fresh=args.fresh))
     except KeyboardInterrupt:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 
 from core.cli import config_from_args
+from core.outputs import OutputError, check_file
 from core.progress import Progress
 from core.schema import board_files, read_board_file
 from pipeline.bag import BagWriter, shard_names
@@ -117,8 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = config_from_args(ExportConfig, args)
     try:
+        check_file(args.output, "--output")
         result = export(config)
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, OutputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     json.dump(result, sys.stdout, indent=2)
