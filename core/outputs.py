@@ -152,18 +152,18 @@ class _DiskFullNoise(logging.Filter):
 @contextlib.contextmanager
 def quiet_disk_full(*loggers: str) -> Iterator[None]:
     """Within the block, nothing of a full disk reaches stderr through logging (the root
-    logger's handlers, Python's last-resort one and the named `loggers`' own) or through
-    exceptions a library's callbacks could not raise (sys.unraisablehook): the command says
-    it in one line (`disk_full_line`) once the error reaches it. Once a full disk was seen,
-    the filter stays for the rest of the process, whose libraries' threads may still be
-    failing as it ends."""
+    logger's handlers, Python's last-resort one and the named `loggers`' own records) or
+    through exceptions a library's callbacks could not raise (sys.unraisablehook): the
+    command says it in one line (`disk_full_line`) once the error reaches it. Once a full disk
+    was seen, the named loggers' filter and the hook stay for the rest of the process: a
+    library's threads (orbax's) may still be failing as it ends."""
     noise = _DiskFullNoise()
-    targets = [logging.getLogger(name) for name in loggers]
-    targets += [
+    named = [logging.getLogger(name) for name in loggers]
+    handlers = [
         *logging.getLogger().handlers,
         *([logging.lastResort] if logging.lastResort else []),
     ]
-    for target in targets:
+    for target in [*named, *handlers]:
         target.addFilter(noise)
     previous_hook = sys.unraisablehook
 
@@ -181,7 +181,7 @@ def quiet_disk_full(*loggers: str) -> Iterator[None]:
             noise.seen = True
         raise
     finally:
+        for target in handlers if noise.seen else [*named, *handlers]:
+            target.removeFilter(noise)
         if not noise.seen:
             sys.unraisablehook = previous_hook
-            for target in targets:
-                target.removeFilter(noise)
