@@ -15,11 +15,11 @@ signal's stop exits 128 + its number: 143, 130).
 
 One training at a time per --out: a second one is refused, naming the first's PID and host,
 while the first holds `lock` there (core/dir_lock.py). Writes to --out: `config.toml` (the
-resolved config), `checkpoints/<step>/` (see
-model.checkpoint), `metrics.jsonl` (one JSON object per log or evaluation; a resumed run first
-cuts it back to the restored step, so it ends up as an uninterrupted run's), and `tensorboard/`
-event files of the same numbers when the `tensorboard` extra is installed
-(model/scalar_events.py).
+resolved config), `checkpoints/<step>/` (see model.checkpoint), `metrics.jsonl` (one JSON
+object per log or evaluation; a resumed run first cuts it back to the restored step, so it
+ends up as an uninterrupted run's), and `tensorboard/` event files of the same numbers when
+the `tensorboard` extra is installed (model/scalar_events.py). A full disk ends the command in
+one line naming what it was writing; the same command then resumes.
 """
 
 from __future__ import annotations
@@ -180,7 +180,6 @@ class Evaluator:
             process_index=jax.process_index(),
             process_count=jax.process_count(),
         )
-        batches.check_batch_size("data.test")
         self.batches = [placement.global_batch(next(batches)) for _ in range(t.eval_batches)]
         self.step = jitted(config.model, t, placement).evaluate
         # Accuracy and tau compare every legal move, so they need complete boards.
@@ -345,7 +344,8 @@ def _train(
             f"warning: the loader differs from the checkpoint's ({meta.get('loader')} vs "
             f"{train_data.loader}): the data order does not continue exactly"
         )
-    try:  # before anything is compiled: a batch larger than the data is no run
+    try:  # before anything is compiled: a batch larger than the data is no run. (The
+        # evaluation's batches are as large and repeat a smaller test split within them.)
         batches.check_batch_size("data.train")
         evaluator = Evaluator(config, test_data, placement) if test_data else None
     except BaseException:

@@ -130,24 +130,6 @@ def test_a_batch_larger_than_the_training_data_is_one_line_before_compiling(
     assert not finished_steps(tmp_path / "run")
 
 
-def test_a_batch_larger_than_the_test_data_is_one_line_before_compiling(
-    make_rows, shard_writer, tmp_path, capsys
-):
-    rows = make_rows(70, 11)
-    shard_writer(rows[:64], tmp_path / "data" / "train", 1)
-    shard_writer(rows[64:65], tmp_path / "data" / "test", 1)
-    words = argv(
-        tmp_path / "data", tmp_path / "run", "target=sv", test=str(tmp_path / "data" / "test")
-    )
-    assert train.main(words) == 1
-    captured = capsys.readouterr()
-    assert only_line(captured.err) == (
-        "data error: train.batch_size 32 is larger than data.test: 1 boards, 1 sv examples; "
-        "use a batch of at most 1"
-    )
-    assert "compiled" not in captured.out
-
-
 # --- a full disk -----------------------------------------------------------------------------
 
 
