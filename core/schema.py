@@ -71,6 +71,11 @@ JOURNAL_PART_PATTERN = f"{JOURNAL_PART_PREFIX}-*{JOURNAL_PART_SUFFIX}"
 # deleted when it ends.
 LOCK_FILE = "lock"
 
+# The most shards a command splits a split's boards into: a mistyped count (100000 for 100)
+# must not fill a folder with empty files. 10,000 shards of a million boards each are ten
+# billion boards.
+MAX_SHARDS = 10_000
+
 # Small row groups keep random access cheap: a reader decodes one group to reach a row.
 ROW_GROUP_SIZE = 1024
 

@@ -56,6 +56,7 @@ from collections.abc import Iterator
 import matplotlib
 
 from core.interrupts import exit_code, interrupted
+from core.outputs import OutputError, check_dir
 from core.progress import Progress, format_duration
 from core.schema import board_files, read_boards
 from eval.cpu_model_judging import brief, held_out_rows, judge, judged_sets, neural
@@ -632,6 +633,12 @@ def main(argv: list[str] | None = None) -> int:
         models=pathlib.Path(args.models),
         shared=pathlib.Path(args.shared),
     )
+    try:
+        for option in ("work", "runs", "results", "models"):
+            check_dir(getattr(args, option), f"--{option}")
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         print_summary(run(args.scale, paths, fresh=args.fresh))
     except KeyboardInterrupt:

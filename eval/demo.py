@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 
 from core.cli import config_from_args
 from core.interrupts import exit_code, interrupted, sigint_exits
+from core.outputs import OutputError, check_dir
 from eval.steps import StepLog, annotate_step, fingerprint
 from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, set_verbose
 
@@ -336,6 +337,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     set_verbose(args.verbose)  # Beam's start-up chatter: not news here (pipeline/beam_env.py)
     config = config_from_args(DemoConfig, args)
+    try:
+        for option, path in (("--results", args.results), ("--work", args.work),
+                             ("--run", args.run)):  # fmt: skip
+            check_dir(path, option)
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         print_summary(run(config, fresh=args.fresh))
     except KeyboardInterrupt:

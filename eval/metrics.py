@@ -17,6 +17,7 @@ import numpy as np
 from core.actions import legal_actions, moves_to_indices
 from core.bins import to_bins
 from core.metrics import summarize
+from core.outputs import OutputError, check_file
 from core.progress import Progress
 from core.schema import SchemaError, board_files, read_board_file
 from core.targets import target_kind
@@ -160,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_boards is not None and args.max_boards < 1:
         parser.error("--max-boards must be >= 1")
     try:
+        check_file(args.out, "--out")  # before any work
         rows = read_rows(args.data, args.max_boards)
-    except (FileNotFoundError, SchemaError, DataError) as e:
+    except (FileNotFoundError, SchemaError, DataError, OutputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 

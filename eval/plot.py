@@ -24,6 +24,8 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from core.outputs import OutputError, check_file
+
 
 def plot_puzzle_accuracy(results: list[dict], path: str, title: str = "") -> None:
     """Writes a PNG: for each rating bucket any agent has, each agent's accuracy side by side.
@@ -232,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="PNG to write")
     parser.add_argument("--title", default="")
     args = parser.parse_args(argv)
+    try:
+        check_file(args.out, "--out")
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     if all(_is_metrics(p) for p in args.results):
         try:
             runs = {

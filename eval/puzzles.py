@@ -28,6 +28,7 @@ import chess
 
 from core.eval_sets import Puzzle, read_puzzles
 from core.interrupts import interrupted
+from core.outputs import OutputError, check_file
 from core.progress import Progress
 from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
 
@@ -182,6 +183,12 @@ def _main(argv: list[str] | None) -> int:
         specs = [parse_agent_spec(s) for s in args.agent]
     except ValueError as e:
         parser.error(str(e))
+    try:  # before any work: an evaluation may run for hours
+        check_file(args.out, "--out")
+        check_file(args.plot, "--plot")
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         puzzles, skipped = read_puzzles(args.puzzles, args.num)
     except (ValueError, FileNotFoundError) as e:  # missing, not text, bad header

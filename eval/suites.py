@@ -27,6 +27,7 @@ import chess
 
 from core.eval_sets import TestPosition, read_suite
 from core.interrupts import interrupted
+from core.outputs import OutputError, check_file
 from core.progress import Progress
 from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
 
@@ -118,6 +119,11 @@ def _main(argv: list[str] | None) -> int:
         specs = [parse_agent_spec(s) for s in args.agent]
     except ValueError as e:
         parser.error(str(e))
+    try:
+        check_file(args.out, "--out")  # before any work: an evaluation may run for hours
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         suites = {path: read_suite(path, args.num) for path in args.epd}
     except (ValueError, FileNotFoundError) as e:  # missing or not text

@@ -39,6 +39,7 @@ from core.engine_path import find_engine
 from core.game_end import DRAW, Outcome, board_outcome
 from core.interrupts import interrupted
 from core.openings import Opening, choose_openings, load_openings
+from core.outputs import OutputError, check_dir
 from core.progress import Progress
 from eval.elo import EloConfig, GameResult, fit_elo, format_table
 from eval.engines import SPEC_HELP, Agent, make_agent, start_engine
@@ -497,6 +498,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except ValueError as e:
         parser.error(str(e))
 
+    try:
+        check_dir(args.out, "--out")  # before any agent starts: games take long
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     agents: list[Agent] = []
     try:
         for spec in specs:

@@ -275,6 +275,20 @@ def describe_missing(data: BoardData, target: str, av_partial: bool = False) -> 
     return f"none of the {data.num_boards} boards has a best move"
 
 
+def check_batch_size(
+    batch_size: int, examples: int, boards: int, target: str, where: str, at_most: bool = False
+) -> None:
+    """DataError when one batch would hold more examples than `where` has (`at_most`: an
+    upper bound, from Parquet footers): each example repeated within every step, and at
+    scale an allocation no device holds. The loaders' one rule, checked before compiling."""
+    if batch_size > examples:
+        bound = "at most " if at_most else ""
+        raise DataError(
+            f"train.batch_size {batch_size:,} is larger than {where}: {boards:,} boards, "
+            f"{bound}{examples:,} {target} examples; use a batch of at most {examples:,}"
+        )
+
+
 def epoch_order(view: ItemView, epoch: int, seed: int, sampler: str) -> np.ndarray:
     """Item indices of one epoch: a function of (seed, epoch) only."""
     n = len(view)
@@ -426,6 +440,12 @@ class Batches(PrefetchedBatches):
     @property
     def epoch(self) -> float:
         return self._position / len(self.view)
+
+    def check_batch_size(self, where: str) -> None:
+        """DataError when a batch is larger than the view (`check_batch_size`)."""
+        check_batch_size(
+            self.batch_size, len(self.view), self.data.num_boards, self.view.target, where
+        )
 
     def _order(self, epoch: int) -> np.ndarray:
         if epoch not in self._orders:

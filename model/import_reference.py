@@ -35,6 +35,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from core.actions import NUM_ACTIONS
+from core.outputs import OutputError, check_dir
 from core.targets import target_kind
 from model.checkpoint import Checkpointer, checkpoints_dir, failure_reason, quiet_orbax
 from model.config import (
@@ -336,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", type=int, default=None, help="step to import (default: latest)")
     parser.add_argument("--num-heads", type=int, default=DEFAULT_NUM_HEADS)
     args = parser.parse_args(argv)
+    try:
+        check_dir(args.out)
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         summary = import_checkpoint(
             args.checkpoint, args.out, args.target, step=args.step, num_heads=args.num_heads

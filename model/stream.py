@@ -83,6 +83,7 @@ from model.data import (
     DataError,
     PrefetchedBatches,
     board_data,
+    check_batch_size,
     make_view,
     table_arrays,
 )
@@ -425,6 +426,16 @@ class StreamBatches(PrefetchedBatches):
                 raise self._no_items()
             self._items_per_epoch = total
         return self._items_per_epoch
+
+    def check_batch_size(self, where: str) -> None:
+        """DataError when this host's share of a batch is larger than its shards can hold
+        (model.data.check_batch_size), from the footers alone: its action values for AV, its
+        boards otherwise, an upper bound of its items."""
+        rows = sum(block.rows for block in self.blocks)
+        bound = sum(block.values for block in self.blocks) if self.kind.per_move_examples else rows
+        if self.process_count > 1:
+            where = f"{where} (the shards of host {self.process_index}, for its share)"
+        check_batch_size(self.local_batch, bound, rows, self.target, where, at_most=True)
 
     @property
     def epoch(self) -> float:

@@ -13,11 +13,13 @@ EMA, optimiser state and the loader's position, so the run continues exactly whe
 (`--stop-after N`, SIGTERM or Ctrl-C saves and stops at a step, for preemptible machines; a
 signal's stop exits 128 + its number: 143, 130).
 
-Writes to --out: `config.toml` (the resolved config), `checkpoints/<step>/` (see
-model.checkpoint), `metrics.jsonl` (one JSON object per log or evaluation; a resumed run first
-cuts it back to the restored step, so it ends up as an uninterrupted run's), and `tensorboard/`
-event files of the same numbers when the `tensorboard` extra is installed
-(model/scalar_events.py).
+One training at a time per --out: a second one is refused, naming the first's PID and host,
+while the first holds `lock` there (core/dir_lock.py). Writes to --out: `config.toml` (the
+resolved config), `checkpoints/<step>/` (see model.checkpoint), `metrics.jsonl` (one JSON
+object per log or evaluation; a resumed run first cuts it back to the restored step, so it
+ends up as an uninterrupted run's), and `tensorboard/` event files of the same numbers when
+the `tensorboard` extra is installed (model/scalar_events.py). A full disk ends the command in
+one line naming what it was writing; the same command then resumes.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +43,17 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
+from core.dir_lock import DirectoryBusy, dir_lock
 from core.interrupts import exit_code, interrupted
 from core.metrics import summarize
+from core.outputs import (
+    OutputError,
+    check_dir,
+    disk_full,
+    disk_full_line,
+    quiet_disk_full,
+    writing,
+)
 from core.progress import format_duration
 from core.schema import SchemaError, board_files
 from model import config as config_lib
@@ -75,8 +86,12 @@ from model.train_step import make_optimizer as make_optimizer
 from model.transformer import count_params
 
 METRICS_FILE = "metrics.jsonl"
+# Held (core.dir_lock) by the training writing the run dir; deleted when it ends.
+LOCK_FILE = "lock"
 # Signals that stop training at the next step with a checkpoint (exit code: core.interrupts).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# Where orbax's save threads log their failures (absl) and their lost futures (asyncio).
+LIBRARY_LOGGERS = ("absl", "asyncio")
 
 
 # --- logging --------------------------------------------------------------------------
@@ -97,9 +112,9 @@ class MetricsLog:
         self._file = self._events = None
         if not enabled:
             return
-        path = os.path.join(run_dir, METRICS_FILE)
+        path = self.path = os.path.join(run_dir, METRICS_FILE)
         kept = _records_up_to(path, resume_step)
-        with open(path + ".tmp", "w") as f:
+        with writing(path + ".tmp"), open(path + ".tmp", "w") as f:
             f.writelines(json.dumps(record) + "\n" for record in kept)
         os.replace(path + ".tmp", path)
         self._evaluated = {r["step"] for r in kept if r.get("kind") == "eval"}
@@ -114,8 +129,9 @@ class MetricsLog:
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        with writing(self.path):
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
         if record.get("kind") == "eval":
             self._evaluated.add(record["step"])
         if self._events is not None:
@@ -252,19 +268,6 @@ def train(
     A latest checkpoint that does not restore is moved aside for the one before (see
     model.checkpoint).
     """
-    with contextlib.ExitStack() as cleanup:
-        return _train(config, out, stop_after, log, cleanup)
-
-
-def _train(
-    config: Config,
-    out: str,
-    stop_after: int | None,
-    log: Callable[[str], None],
-    cleanup: contextlib.ExitStack,
-) -> TrainResult:
-    """`train`, its checkpointer closed by `cleanup` however it ends: one left open by an
-    error before the loop (bad data, say) has orbax's threads print tracebacks at exit."""
     config_lib.validate(config)
     t = config.train
     placement = Placement.over_all_devices()
@@ -273,8 +276,53 @@ def _train(
             f"train.batch_size {t.batch_size} is not divisible by the {len(jax.devices())} devices"
         )
     is_main = jax.process_index() == 0
+    with _run_dir_lock(out, is_main, log), contextlib.ExitStack() as cleanup:
+        return _train(config, out, placement, is_main, stop_after, log, cleanup)
+
+
+@contextlib.contextmanager
+def _run_dir_lock(out: str, is_main: bool, log: Callable[[str], None]) -> Iterator[None]:
+    """The run dir's lock (core.dir_lock), held by process 0 for the whole run: a second
+    training into the same --out is refused before it touches anything there. DirectoryBusy on
+    every process when process 0 could not take it."""
+    held = contextlib.ExitStack()
+    busy: DirectoryBusy | None = None
+    if is_main:
+        os.makedirs(out, exist_ok=True)
+        try:
+            held.enter_context(dir_lock(out, os.path.join(out, LOCK_FILE), "train", warn=log))
+        except DirectoryBusy as e:
+            busy = e
+    if jax.process_count() > 1:
+        refused = bool(multihost_utils.broadcast_one_to_all(np.asarray(busy is not None)))
+        if refused and busy is None:
+            busy = DirectoryBusy(f"{out} is being written by another run (process 0 says)")
+    if busy is not None:
+        raise busy
+    with held:
+        yield
+
+
+def _train(
+    config: Config,
+    out: str,
+    placement: Placement,
+    is_main: bool,
+    stop_after: int | None,
+    log: Callable[[str], None],
+    cleanup: contextlib.ExitStack,
+) -> TrainResult:
+    """`train` in its locked run dir, its checkpointer closed by `cleanup` however it ends: one
+    left open by an error before the loop (bad data, say) has orbax's threads print tracebacks
+    at exit."""
+    t = config.train
     checkpointer, resume_step, meta = _open_run_dir(config, out, is_main, log)
-    cleanup.callback(lambda: checkpointer.close())  # the current one: a resume may replace it
+
+    def close_checkpointer() -> None:  # the current one: a resume may replace it
+        with writing(checkpoints_dir(out)):  # its last writes finish here: a full disk shows
+            checkpointer.close()
+
+    cleanup.callback(close_checkpointer)
     started = time.perf_counter()
     train_data, test_data = _load_data(config, meta, log)
     state = init_state(config, placement)
@@ -313,7 +361,13 @@ def _train(
             f"warning: the loader differs from the checkpoint's ({meta.get('loader')} vs "
             f"{train_data.loader}): the data order does not continue exactly"
         )
-    evaluator = Evaluator(config, test_data, placement) if test_data else None
+    try:  # before anything is compiled: a batch larger than the data is no run. (The
+        # evaluation's batches are as large and repeat a smaller test split within them.)
+        batches.check_batch_size("data.train")
+        evaluator = Evaluator(config, test_data, placement) if test_data else None
+    except BaseException:
+        batches.close()
+        raise
     step_fn = compile_train_step(config, placement)
     metrics_log = MetricsLog(out, is_main, start_step)
     lr = learning_rate(t)
@@ -334,20 +388,22 @@ def _train(
                 previous_handlers[number] = signal.signal(number, request_stop)
 
     def save(step: int) -> None:
-        checkpointer.save(
-            step,
-            state.params,
-            state.ema_params,
-            state.opt_state,
-            {
-                "step": step,
-                "data_position": batches.position,
-                "data_fingerprint": train_data.fingerprint,
-                "loader": train_data.loader,
-                "config": config.to_dict(),
-                "log_window": [{k: float(v) for k, v in m.items()} for m in window],
-            },
-        )
+        # An asynchronous save: a full disk shows at the next save or at close.
+        with writing(checkpoints_dir(out)):
+            checkpointer.save(
+                step,
+                state.params,
+                state.ema_params,
+                state.opt_state,
+                {
+                    "step": step,
+                    "data_position": batches.position,
+                    "data_fingerprint": train_data.fingerprint,
+                    "loader": train_data.loader,
+                    "config": config.to_dict(),
+                    "log_window": [{k: float(v) for k, v in m.items()} for m in window],
+                },
+            )
 
     def evaluate(step: int) -> dict[str, float]:
         result = evaluator(state.ema_params)
@@ -451,7 +507,8 @@ def _open_run_dir(
     if meta is not None:
         check_resumable(config_lib.from_dict(meta["config"]), config, out)
     if is_main:
-        with open(os.path.join(out, "config.toml"), "w") as f:
+        path = os.path.join(out, "config.toml")
+        with writing(path), open(path, "w") as f:
             f.write(config_lib.to_toml(config))
     return checkpointer, resume_step, meta
 
@@ -695,13 +752,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         config = config_lib.validate(resolve_config(args))
+        check_dir(args.out)
         maybe_initialize_distributed(args.distributed)
-        result = train(config, args.out, stop_after=args.stop_after)
+        with quiet_disk_full(*LIBRARY_LOGGERS):
+            result = train(config, args.out, stop_after=args.stop_after)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     except DamagedCheckpointError as e:
         print(f"checkpoint error: {e}", file=sys.stderr)
+        return 1
+    except (OutputError, DirectoryBusy) as e:
+        print(f"error: {e}", file=sys.stderr)
         return 1
     except (DataError, SchemaError, FileNotFoundError) as e:
         print(f"data error: {e}", file=sys.stderr)
@@ -711,6 +773,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"interrupted: nothing saved since the last checkpoint in {args.out}; "
             "run the same command again to resume"
         )
+    except Exception as e:  # a full disk, wherever orbax or a log write met it
+        full = disk_full(e)
+        if full is None:
+            raise
+        print(
+            disk_full_line(
+                full, args.out, "run the same command again to resume from the last checkpoint"
+            ),
+            file=sys.stderr,
+        )
+        return 1
     return exit_code(result.stop_signal) if result.stop_signal else 0
 
 

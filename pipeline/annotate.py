@@ -64,11 +64,26 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from core.cli import config_from_args
+from core.cli import (
+    config_from_args,
+    int_at_least,
+    non_negative_int,
+    plain_name,
+    positive_float,
+    positive_int,
+)
 from core.engine_path import find_engine
 from core.interrupts import stop_on_signals
+from core.outputs import check_dir, disk_full, disk_full_line, quiet_disk_full
 from core.progress import format_duration, print_result
-from core.schema import FAILURES_PREFIX, SCHEMA_VERSION, failures_dir, shard_name, stats_path
+from core.schema import (
+    FAILURES_PREFIX,
+    MAX_SHARDS,
+    SCHEMA_VERSION,
+    failures_dir,
+    shard_name,
+    stats_path,
+)
 from pipeline import engine_slots, stats
 from pipeline.action_values import MODES
 from pipeline.annotate_config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
@@ -104,7 +119,12 @@ def _parser() -> argparse.ArgumentParser:
         "(.pgn, .pgn.zst, .pgn.gz; local, gs://, s3://, http(s)://)",
     )
     parser.add_argument("--out", required=True, help="output root (any Beam filesystem)")
-    parser.add_argument("--split", default="train", help="subdirectory of --out (default train)")
+    parser.add_argument(
+        "--split",
+        default="train",
+        type=plain_name,
+        help="subdirectory of --out, a plain name (default train)",
+    )
     _add_engine_options(parser)
     _add_sampling_options(parser)
     _add_output_options(parser)
@@ -130,7 +150,7 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--multipv",
-        type=int,
+        type=positive_int,
         default=1,
         help="--mode search: the K best lines whose first moves are valued (default 1)",
     )
@@ -141,21 +161,23 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--threads",
-        type=int,
+        type=positive_int,
         default=1,
         help="engine threads per worker (1 keeps nodes= runs reproducible)",
     )
-    parser.add_argument("--hash", type=int, default=16, dest="hash_mb", help="engine hash, MB")
+    parser.add_argument(
+        "--hash", type=positive_int, default=16, dest="hash_mb", help="engine hash, MB"
+    )
     parser.add_argument(
         "--engine-timeout",
-        type=float,
+        type=positive_float,
         default=None,
         help="seconds an engine may stay silent mid-search before it is "
         "killed and restarted (default: from the limit)",
     )
     parser.add_argument(
         "--retries",
-        type=int,
+        type=non_negative_int,
         default=2,
         help="engine restarts per board before it goes to the failures output",
     )
@@ -171,7 +193,7 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="changes which games a rate keeps")
     parser.add_argument(
         "--max-games",
-        type=int,
+        type=positive_int,
         default=None,
         help="keep at most N valid games: those with the smallest sample hash",
     )
@@ -193,10 +215,15 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--num-shards", type=int, default=1, help="board shards to write")
+    parser.add_argument(
+        "--num-shards",
+        type=int_at_least(1, MAX_SHARDS),
+        default=1,
+        help=f"board shards to write (at most {MAX_SHARDS:,})",
+    )
     parser.add_argument(
         "--groups",
-        type=int,
+        type=positive_int,
         default=DEFAULT_GROUPS,
         help="work units the games and boards are spread over, the unit a worker takes "
         f"(default {DEFAULT_GROUPS}; on a big cluster a few per engine)",
@@ -219,7 +246,7 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--journal-every",
-        type=int,
+        type=non_negative_int,
         default=JOURNAL_EVERY,
         help="annotated boards per journal part in <out>/<split>.meta/journal (a part is also "
         f"written every {JOURNAL_SECONDS:g} s); a rerun after a crash resumes from the journal. "
@@ -233,7 +260,7 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--progress-seconds",
-        type=float,
+        type=positive_float,
         default=30.0,
         help="seconds between progress lines from each annotation worker",
     )
@@ -246,16 +273,6 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         raise SystemExit(f"--sample-rate must be in (0, 1], got {args.sample_rate}")
     if not 0 <= args.random_move_rate <= 1:
         raise SystemExit(f"--random-move must be in [0, 1], got {args.random_move_rate}")
-    if args.num_shards < 1:
-        raise SystemExit(f"--num-shards must be >= 1, got {args.num_shards}")
-    if args.groups < 1:
-        raise SystemExit(f"--groups must be >= 1, got {args.groups}")
-    if args.max_games is not None and args.max_games < 1:
-        raise SystemExit(f"--max-games must be >= 1, got {args.max_games}")
-    if args.journal_every < 0:
-        raise SystemExit(f"--journal-every must be >= 0, got {args.journal_every}")
-    if args.multipv < 1:
-        raise SystemExit(f"--multipv must be >= 1, got {args.multipv}")
     if args.multipv != 1 and args.mode != "search":
         raise SystemExit("--multipv is for --mode search (action-values values every move)")
     config = config_from_args(
@@ -343,6 +360,7 @@ def run_config(config: AnnotateConfig, beam_args: Sequence[str]) -> dict:
     (SplitBusy while another run holds it). An input error that stops the job
     (`--fail-on-input-error`) is raised as the InputError naming the file.
     """
+    check_dir(config.out)  # before any work (object stores: the job's first write says)
     inputs = expand_inputs(list(config.inputs))
     options = PipelineOptions(runner_args(beam_args))
     if _runner(options) not in _LOCAL_RUNNERS:  # the workers may run in another directory
@@ -447,6 +465,13 @@ def run_as_command(argv: Sequence[str]) -> dict:
         return run_config(config, beam_args)
 
 
+def _resume_hint(config: AnnotateConfig) -> str:
+    """What a rerun of a stopped command does."""
+    if config.journal_every == 0:
+        return "no journal (--journal-every 0): a rerun starts over"
+    return f"rerun the same command to resume from the journal {config.journal_dir}"
+
+
 def _stopped(config: AnnotateConfig, signum: int) -> str:
     """Ctrl-C or SIGTERM: saves this process's buffered journal rows; the line to print."""
     saved = flush_open_writers()
@@ -480,11 +505,20 @@ def unfinished(document: dict) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
     try:
-        document = run_as_command(sys.argv[1:] if argv is None else argv)
-    # ValueError: also the arguments' (e.g. --runner=DaskRunner without dask.distributed)
-    except (OSError, ValueError, EngineError, SplitBusy) as e:  # FileNotFound, InputError, ...
-        print(f"error: {e}", file=sys.stderr)
+        with quiet_disk_full():  # Beam logs each failed bundle with its traceback
+            document = run_as_command(words)
+    except Exception as e:  # noqa: BLE001 - a full disk, whatever Beam wrapped it in
+        full = disk_full(e)
+        if full is None and isinstance(e, OSError | ValueError | EngineError | SplitBusy):
+            # ValueError: also the arguments' (e.g. --runner=DaskRunner without dask)
+            print(f"error: {e}", file=sys.stderr)  # FileNotFound, InputError, ...
+            return 1
+        if full is None:
+            raise
+        config, _ = parse_args(words)
+        print(disk_full_line(full, config.split_dir, _resume_hint(config)), file=sys.stderr)
         return 1
     boards, games = document["boards"], document["games"]
     print_result(

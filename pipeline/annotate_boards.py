@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import apache_beam as beam
 
 from core.engine_path import find_engine
+from core.outputs import disk_full
 from core.progress import format_duration
 from pipeline import engine_slots, stats
 from pipeline.action_values import BoardAnnotator, BoardResult, Mode, NoLegalMoves
@@ -230,7 +231,8 @@ class AnnotateBoards(beam.DoFn):
             try:  # rows of a bundle that failed half-way: worth keeping for the rerun
                 journal.flush()
             except Exception as e:  # noqa: BLE001 - teardown must still close the engine
-                print(f"WARNING: journal not written at teardown: {e}", file=sys.stderr)
+                if disk_full(e) is None:  # a full disk is the command's one line
+                    print(f"WARNING: journal not written at teardown: {e}", file=sys.stderr)
         annotator = getattr(self, "_annotator", None)
         if annotator is None:
             return

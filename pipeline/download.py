@@ -35,7 +35,9 @@ import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 
+from core.cli import non_negative_int, positive_float
 from core.interrupts import interrupted
+from core.outputs import check_dir
 from core.progress import Progress
 
 LICHESS_STANDARD = "https://database.lichess.org/standard/"
@@ -338,8 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--url", help="any HTTP(S) URL")
     parser.add_argument("--out", default="data/raw", help="directory (default data/raw)")
     parser.add_argument("--sha256", help="expected SHA-256 (default: Lichess's published list)")
-    parser.add_argument("--retries", type=int, default=5, help="resumes after failures")
-    parser.add_argument("--timeout", type=float, default=60.0, help="socket timeout, seconds")
+    parser.add_argument(
+        "--retries", type=non_negative_int, default=5, help="resumes after failures"
+    )
+    parser.add_argument(
+        "--timeout", type=positive_float, default=60.0, help="socket timeout, seconds"
+    )
     args = parser.parse_args(argv)
     try:
         url = args.url or month_url(args.month)
@@ -349,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         parser.error(str(e))
     try:
+        check_dir(args.out)
         result = download(url, args.out, args.sha256, args.retries, args.timeout)
     except KeyboardInterrupt:
         return interrupted(

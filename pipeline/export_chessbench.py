@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from core.cli import config_from_args
+from core.outputs import OutputError, check_file
 from core.progress import Progress
 from core.schema import board_files, read_board_file, read_metadata
 from core.values import is_win_probability
@@ -139,8 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = config_from_args(ExportConfig, args)
     try:
+        check_file(args.output, "--output")
         result = export(config)
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, OutputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     json.dump(result, sys.stdout, indent=2)

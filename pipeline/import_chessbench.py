@@ -57,14 +57,16 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from core.actions import legal_actions, move_to_index
-from core.cli import config_from_args
+from core.cli import config_from_args, int_at_least, plain_name
 from core.interrupts import stop_on_signals
+from core.outputs import OutputError, check_dir
 from core.progress import format_duration, print_result
 from core.schema import (
     BOARD_SCHEMA,
     BOARDS_PREFIX,
     FAILURE_SCHEMA,
     FAILURES_PREFIX,
+    MAX_SHARDS,
     SCHEMA_VERSION,
     SOURCE_CHESSBENCH,
     BoardRow,
@@ -524,8 +526,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--kind", required=True, choices=KINDS, help="what the records hold")
     parser.add_argument("--output", required=True, help="output root (any Beam filesystem)")
-    parser.add_argument("--split", default="train", help="subdirectory of --output")
-    parser.add_argument("--num-shards", type=int, default=16, help="output Parquet shards")
+    parser.add_argument(
+        "--split", default="train", type=plain_name, help="subdirectory of --output"
+    )
+    parser.add_argument(
+        "--num-shards", type=int_at_least(1, MAX_SHARDS), default=16, help="output Parquet shards"
+    )
     parser.add_argument("--chunk-records", type=int, default=65_536, help="records per task")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing split")
     parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
@@ -557,9 +563,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         config, beam_args = parse_args(sys.argv[1:] if argv is None else argv)
         if VERBOSE_FLAG in (sys.argv[1:] if argv is None else argv):
             set_verbose(True)
+        check_dir(config.output, "--output")
         with stop_on_signals(functools.partial(_stopped, config), keep_line):
             document = run_config(config, beam_args)
-    except (FileNotFoundError, FileExistsError, ValueError) as e:
+    except (FileNotFoundError, FileExistsError, ValueError, OutputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     boards, records = document["boards"], document["records"]

@@ -65,8 +65,9 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from core.cli import config_from_args
+from core.cli import config_from_args, plain_name
 from core.interrupts import stop_on_signals
+from core.outputs import check_dir
 from core.progress import Progress, format_duration, print_result
 from core.schema import (
     BOARDS_PREFIX,
@@ -492,7 +493,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--input", required=True, help="lichess_db_eval.jsonl.zst (or .jsonl)")
     parser.add_argument("--output", required=True, help="output directory (DIR/<split>/...)")
-    parser.add_argument("--split", default="train", help="subdirectory of --output")
+    parser.add_argument(
+        "--split", default="train", type=plain_name, help="subdirectory of --output"
+    )
     parser.add_argument(
         "--rows-per-shard",
         type=int,
@@ -530,6 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import_dir = import_path(os.path.join(args.output, args.split))
     try:
         config = config_from_args(LichessEvalsConfig, args)
+        check_dir(args.output, "--output")
         with stop_on_signals(functools.partial(_stopped, import_dir)):
             document = import_lichess_evals(args.input, args.output, config)
     except (OSError, ValueError, WorkerDied) as e:  # InputError, ImportMismatch, ...

@@ -34,11 +34,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from core.cli import int_at_least, plain_name
 from core.interrupts import interrupted
+from core.outputs import check_dir
 from core.progress import Progress
 from core.schema import (
     BOARD_SCHEMA,
     BOARDS_PREFIX,
+    MAX_SHARDS,
     ROW_GROUP_SIZE,
     board_files,
     meta_dir,
@@ -119,16 +122,20 @@ def run(config: SelectConfig, say: Callable[[str], None] | None = None) -> dict:
     """Writes the split (see the module doc) and returns its stats document."""
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     split_dir = os.path.join(config.out, config.split)
+    check_dir(config.out)  # before the selection, which reads every input
     files = [file for pattern in config.inputs for file in board_files(pattern)]
     files = list(dict.fromkeys(files))
     if os.path.abspath(split_dir) in {os.path.abspath(os.path.dirname(f)) for f in files}:
         raise ValueError(f"the output split {split_dir} is one of the inputs")
-    if os.path.exists(config.out) and not os.path.isdir(config.out):
-        raise NotADirectoryError(f"--out {config.out} is not a directory")
     existing = [path for path in (split_dir, meta_dir(split_dir)) if os.path.exists(path)]
     if existing and not config.overwrite:
         raise FileExistsError(f"{existing[0]} exists (--overwrite replaces it)")
     table, per_file = select(files, config.best_move, say)
+    if config.num_shards > max(table.num_rows, 1):
+        raise ValueError(
+            f"--num-shards {config.num_shards} is more than the {table.num_rows:,} boards "
+            "selected: some shards would be empty"
+        )
     for path in existing:  # only now: an input that fails to read leaves the old split whole
         shutil.rmtree(path)
     os.makedirs(split_dir)
@@ -163,9 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("inputs", nargs="+", help="annotated splits: directories, files, globs")
     parser.add_argument("--out", required=True, help="the directory of the new split")
-    parser.add_argument("--split", required=True, help="the new split's name")
+    parser.add_argument(
+        "--split", required=True, type=plain_name, help="the new split's name (a plain name)"
+    )
     parser.add_argument("--best-move", choices=MOVE_KINDS, default="check")
-    parser.add_argument("--num-shards", type=int, default=1)
+    parser.add_argument(
+        "--num-shards",
+        type=int_at_least(1, MAX_SHARDS),
+        default=1,
+        help=f"at most the boards selected and at most {MAX_SHARDS:,}",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing split")
     args = parser.parse_args(argv)
     try:

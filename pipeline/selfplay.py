@@ -53,10 +53,11 @@ import chess
 import chess.pgn
 import zstandard
 
-from core.cli import config_from_args
+from core.cli import config_from_args, positive_int
 from core.engine_path import EngineNotFoundError, find_engine
 from core.game_end import board_outcome
 from core.openings import DEFAULT_OPENINGS, Opening, choose_openings, load_openings
+from core.outputs import OutputError, check_file
 from core.progress import Progress, format_duration, print_result
 from pipeline.engine import EngineError, Limit, UciEngine
 from pipeline.workers import SPAWN, usable_cores, worker_start
@@ -436,7 +437,9 @@ def _parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=1, help="games played at once, one engine each (0: cores)"
     )
     parser.add_argument("--engine", default=None, help="UCI engine (default: find Stockfish)")
-    parser.add_argument("--hash", type=int, default=16, dest="hash_mb", help="engine hash, MB")
+    parser.add_argument(
+        "--hash", type=positive_int, default=16, dest="hash_mb", help="engine hash, MB"
+    )
     parser.add_argument(
         "--date", default="????.??.??", help="the Date header, YYYY.MM.DD (default unknown)"
     )
@@ -449,8 +452,16 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         config = config_from_args(SelfPlayConfig, args)
+        check_file(config.out)
         document = run(config, show_progress=not args.quiet)
-    except (ValueError, FileExistsError, EngineNotFoundError, SelfPlayError, EngineError) as e:
+    except (
+        ValueError,
+        FileExistsError,
+        OutputError,
+        EngineNotFoundError,
+        SelfPlayError,
+        EngineError,
+    ) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from core.outputs import writing
 from core.schema import (
     BOARDS_PREFIX,
     FAILURES_PREFIX,
@@ -39,7 +40,7 @@ def write_parquet(rows: list[dict], schema: pa.Schema, path: str) -> None:
     """Writes `rows` (sorted by FEN) to `path` on any Beam filesystem, atomically."""
     rows = sorted(rows, key=lambda r: r["fen"])
     temporary = f"{path}.tmp"
-    with FileSystems.create(temporary) as handle:
+    with writing(path), FileSystems.create(temporary) as handle:
         with pq.ParquetWriter(handle, schema) as writer:
             for start in range(0, len(rows), ROW_GROUP_SIZE):
                 chunk = rows[start : start + ROW_GROUP_SIZE]

@@ -18,6 +18,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from core.outputs import writing
 from pipeline.portable import singleton, tagged
 
 METRICS_NAMESPACE = "searchless_chess"
@@ -209,7 +210,7 @@ def summarize(partial: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]
 def write_json(path: str, document: dict[str, Any]) -> None:
     """Writes JSON through Beam's filesystems (local, gs://, ...) via a temporary name."""
     temporary = path + ".tmp"
-    with FileSystems.create(temporary) as handle:
+    with writing(path), FileSystems.create(temporary) as handle:
         handle.write(json.dumps(document, indent=2, sort_keys=False).encode() + b"\n")
     if FileSystems.exists(path):
         FileSystems.delete([path])

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from core.text_files import NotTextError
+from eval.metrics import main as metrics_main
 from eval.plot import main as plot_main
 from eval.puzzles import main as puzzles_main
 from eval.puzzles import read_puzzles
@@ -160,3 +161,34 @@ def test_a_directory_given_as_puzzles_or_epd_is_one_line_naming_it(tmp_path, cap
         read_suite(str(tmp_path))
     assert suites_main(["--agent", "random", "--epd", str(tmp_path), "--out", ""]) == 1
     assert f"'{tmp_path}' is a directory" in one_error_line(capsys.readouterr())
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys):
+    """Each command checks its outputs first: an evaluation may run for hours before it
+    writes them. (A path below a regular file: unwritable even for root.)"""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    epd = tmp_path / "suite.epd"
+    epd.write_text(EPD + "\n")
+    stockfish = ["--engine", str(tmp_path / "no-engine-needed")]  # no agent starts
+    out = blocker / "results.json"
+    commands = {
+        "puzzles --out": (puzzles_main, ["--agent", "stockfish:nodes=1", "--puzzles", str(PUZZLES),
+                                         "--out", str(out), *stockfish]),
+        "puzzles --plot": (puzzles_main, ["--agent", "stockfish:nodes=1", "--puzzles", str(PUZZLES),
+                                          "--out", "", "--plot", str(out), *stockfish]),
+        "suites --out": (suites_main, ["--agent", "stockfish:nodes=1", "--epd", str(epd),
+                                       "--out", str(out), *stockfish]),
+        "metrics --out": (metrics_main, ["--checkpoint", str(tmp_path / "no-run"),
+                                         "--data", str(tmp_path / "no-data"), "--out", str(out)]),
+        "tournament --out": (tournament_main, ["--agents", "stockfish:nodes=1", "random",
+                                               "--out", str(out), *stockfish]),
+        "plot --out": (plot_main, [str(tmp_path / "no-results.json"), "--out", str(out)]),
+    }  # fmt: skip
+    for name, (main, argv) in commands.items():
+        assert main(argv) == 1, name
+        captured = capsys.readouterr()
+        option = name.split()[1]
+        expected = f"error: {option} {out} cannot be written: {blocker} is not a directory"
+        assert captured.err.strip() == expected, (name, captured.err)
+        assert captured.out == "", name

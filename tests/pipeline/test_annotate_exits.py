@@ -7,6 +7,7 @@ where the fault is the engine's: there a small script plays the engine that fail
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pathlib
@@ -179,3 +180,76 @@ def test_fail_on_input_error_stops_in_one_line_naming_the_file(tmp_path, pgn_sam
     said = _said(result)
     assert said[-1].startswith(f"error: {cut}: truncated zstd stream"), said
     assert len(said) == 2  # the run's first line, then the error
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--split", "../x"], "argument --split: expected a plain name (no '/', not '.' or '..'), "
+                              "got '../x'"),
+        (["--split", "a/b"], "argument --split: expected a plain name"),
+        (["--num-shards", "100000"], "argument --num-shards: expected an integer >= 1 and "
+                                     "<= 10,000, got 100000"),
+        (["--retries", "-1"], "argument --retries: expected an integer >= 0, got -1"),
+        (["--hash", "0"], "argument --hash: expected an integer >= 1, got 0"),
+        (["--threads", "0"], "argument --threads: expected an integer >= 1, got 0"),
+        (["--engine-timeout", "0"], "argument --engine-timeout: expected a number > 0, got 0"),
+        (["--engine-timeout", "nan"], "argument --engine-timeout: expected a number > 0, got nan"),
+        (["--journal-every", "-5"], "argument --journal-every: expected an integer >= 0, got -5"),
+    ],
+)  # fmt: skip
+def test_bad_numbers_and_a_split_outside_out_are_refused_while_parsing(
+    tmp_path, scholar, capsys, flags, message
+):
+    with pytest.raises(SystemExit) as stopped:
+        annotate.main([str(scholar), "--out", str(tmp_path / "out"), *flags])
+    assert stopped.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("python -m pipeline.annotate: error: ") and message in last, last
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scholar.pgn"]  # nothing written
+
+
+def test_an_unwritable_out_is_refused_before_any_work(tmp_path, scholar):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = _run(str(scholar), "--out", str(blocker / "out"), "--engine", "/no/engine")
+    assert result.returncode == 1
+    assert _said(result) == [
+        f"error: --out {blocker / 'out'} cannot be written: {blocker} is not a directory"
+    ]
+
+
+def test_a_full_disk_is_one_line_and_the_rerun_resumes(tmp_path, stockfish, capfd, monkeypatch):
+    """The disk fills as the second journal part is written (the OSError a write to a full
+    disk raises, injected where the journal writes), inside Beam's worker."""
+    from apache_beam.io.filesystems import FileSystems
+
+    games = ROOT / "data" / "sample" / "games.pgn.zst"
+    out = tmp_path / "out"
+    argv = [str(games), "--out", str(out), "--limit", "nodes=10", "--max-games", "2",
+            "--journal-every", "10", "--engine", stockfish]  # fmt: skip
+    create, parts = FileSystems.create, []
+
+    def create_until_full(path, *args, **kwargs):
+        if "/journal/part-" in path:
+            parts.append(path)
+            if len(parts) > 1:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return create(path, *args, **kwargs)
+
+    monkeypatch.setattr(FileSystems, "create", staticmethod(create_until_full))
+    assert annotate.main(argv) == 1
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Errno" not in err, err[-3000:]
+    journal = meta_dir(str(out / "train")) + "/journal"
+    said = [line for line in err.splitlines() if not _BEAM_LOG.match(line)]
+    assert said[-1] == (
+        f"error: no space left on device writing {parts[1].removesuffix('.tmp')}; free some "
+        f"space: rerun the same command to resume from the journal {journal}"
+    )
+    assert [line for line in said if line.startswith("error")] == said[-1:]
+
+    monkeypatch.setattr(FileSystems, "create", staticmethod(create))
+    document = annotate.run(argv)
+    assert document["resumed"]["boards"] == 10  # the part written before the disk filled
+    assert document["boards"]["annotated"] + 10 == document["boards"]["unique"]

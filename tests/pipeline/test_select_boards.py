@@ -114,3 +114,51 @@ def test_the_command_reports_user_mistakes_in_one_line(tmp_path, capsys):
     assert select_boards.main([str(tmp_path / "a"), "--out", str(tmp_path), "--split", "b"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["kept"] == 1 and "kept 1 of 1 boards" in out.err
+
+
+def _two_inputs(tmp_path):
+    write_boards([_row(FEN, "h5f7"), _row(FEN, "h5g4")],
+                 str(tmp_path / "in" / "boards-00000-of-00001.parquet"))  # fmt: skip
+    return str(tmp_path / "in")
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--split", "../x"], "argument --split: expected a plain name (no '/', not '.' or '..'), "
+                              "got '../x'"),
+        (["--split", "a/b"], "argument --split: expected a plain name"),
+        (["--split", ".."], "argument --split: expected a plain name"),
+        (["--split", "x", "--num-shards", "100000"], "argument --num-shards: expected an integer "
+                                                     ">= 1 and <= 10,000, got 100000"),
+        (["--split", "x", "--num-shards", "0"], "argument --num-shards: expected an integer >= 1"),
+    ],
+)  # fmt: skip
+def test_a_split_outside_out_and_a_shard_count_past_the_cap_are_refused_while_parsing(
+    tmp_path, capsys, flags, message
+):
+    with pytest.raises(SystemExit) as stopped:
+        select_boards.main([_two_inputs(tmp_path), "--out", str(tmp_path / "out"), *flags])
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (tmp_path / "out").exists() and not (tmp_path / "x").exists()
+
+
+def test_more_shards_than_boards_selected_is_one_line_and_writes_nothing(tmp_path, capsys):
+    argv = [_two_inputs(tmp_path), "--out", str(tmp_path / "out"), "--split", "c"]
+    assert select_boards.main([*argv, "--num-shards", "2"]) == 1  # one of the two gives check
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --num-shards 2 is more than the 1 boards selected: some shards would be empty"
+    )
+    assert not (tmp_path / "out" / "c").exists()
+    assert select_boards.main([*argv, "--num-shards", "1"]) == 0
+
+
+def test_an_unwritable_out_is_refused_before_reading_the_inputs(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    argv = [str(tmp_path / "no-such-input"), "--out", str(blocker / "out"), "--split", "c"]
+    assert select_boards.main(argv) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"error: --out {blocker / 'out'} cannot be written: {blocker} is not a directory"
+    )
