@@ -252,3 +252,9 @@ class StockfishOracleAgent(_EngineAgent):
     def choose_move(self, board: chess.Board) -> chess.Move:
         values = self.move_values(board)
         return values[best_score_index([engine_score(v.score) for v in values])].move
+
+
+def calibrated_elo(agent: object) -> int | None:
+    """The `UCI_Elo` a `stockfish:elo=N` agent plays at (the engine's own calibrated rating),
+    None for any other agent."""
+    return agent.settings.elo if isinstance(agent, _EngineAgent) else None

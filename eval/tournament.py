@@ -43,6 +43,7 @@ from core.outputs import OutputError, check_dir
 from core.progress import Progress
 from eval.elo import EloConfig, GameResult, fit_elo, format_table
 from eval.engines import SPEC_HELP, Agent, make_agent, start_engine
+from eval.stockfish_agents import calibrated_elo
 
 PGN_NAME = "games.pgn"
 JSON_NAME = "tournament.json"
@@ -439,10 +440,10 @@ def _parser() -> argparse.ArgumentParser:
         "--anchor",
         default=None,
         metavar="NAME[=RATING]",
-        help="agent (name or spec) fixed at RATING, else at --anchor-elo (default: the first "
-        "agent at 0), e.g. stockfish:elo=1500=1500 for the engine's own calibrated rating",
+        help="agent (name or spec) fixed at RATING, else at --anchor-elo, else a "
+        "stockfish:elo=N agent at N and any other at 0 (default: the first agent)",
     )
-    parser.add_argument("--anchor-elo", type=float, default=0.0)
+    parser.add_argument("--anchor-elo", type=float, default=None)
     parser.add_argument(
         "--prior-draws",
         type=float,
@@ -490,7 +491,13 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         specs = list(args.agents)
         anchor = args.anchor
         # The anchor is resolved once the agents have names (below).
-        config = config_from_args(TournamentConfig, args, games_per_pair=args.games, anchor=None)
+        config = config_from_args(
+            TournamentConfig,
+            args,
+            games_per_pair=args.games,
+            anchor=None,
+            anchor_elo=args.anchor_elo or 0.0,
+        )
         openings = load_openings(args.openings)
         adjudication = (
             AdjudicationConfig.parse(args.adjudicate, args.engine) if args.adjudicate else None
@@ -513,6 +520,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         names = [a.name for a in agents]
         if anchor is not None:
             anchor, rating = resolve_anchor(anchor, names, specs)
+            if rating is None and args.anchor_elo is None:
+                # `--anchor stockfish:elo=1350` means what it says: that engine at 1350.
+                rating = calibrated_elo(agents[names.index(anchor)])
             if rating is not None:
                 config = TournamentConfig(**(asdict(config) | {"anchor_elo": rating}))
         config = TournamentConfig(**(asdict(config) | {"anchor": anchor}))

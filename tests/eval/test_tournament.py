@@ -326,3 +326,23 @@ def test_anchor_name_equals_rating_shifts_every_rating(tmp_path, capsys):
     assert "rating 'strong' is not a number" in capsys.readouterr().err
     assert main([*common, "--anchor", "nobody=1500", "--out", str(tmp_path / "d")]) == 2
     assert "is none of the agents" in capsys.readouterr().err
+
+
+def test_a_stockfish_elo_anchor_sits_at_its_own_rating(tmp_path, stockfish, capsys):
+    # `--anchor stockfish:elo=N` without a rating: the engine's calibrated N, not 0.
+    spec = "stockfish:elo=1350,time=0.01"
+    common = ["--agents", spec, "random", "--games", "2", "--max-plies", "30", "--quiet"]
+    common += ["--engine", stockfish]
+    assert main([*common, "--anchor", spec, "--out", str(tmp_path / "a")]) == 0
+    assert main([*common, "--anchor", spec, "--anchor-elo", "0", "--out", str(tmp_path / "b")]) == 0
+    ratings = [
+        {
+            p["name"]: p["elo"]
+            for p in json.loads((tmp_path / d / "tournament.json").read_text())["elo"]["players"]
+        }
+        for d in "ab"
+    ]
+    [engine] = [name for name in ratings[0] if name != "random"]
+    assert ratings[0][engine] == 1350 and ratings[1][engine] == 0
+    assert ratings[0]["random"] == pytest.approx(ratings[1]["random"] + 1350, abs=1e-6)
+    capsys.readouterr()
