@@ -63,17 +63,17 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-# The main job on the bundled sample (eval/demo.py): annotate -> train -> metrics -> puzzles
+# The main job on the bundled sample (jobs/demo.py): annotate -> train -> metrics -> puzzles
 # -> tournament; results/ gets JSON, the games' PGN and a plot. Re-running reuses finished steps.
 demo: setup
-	$(PY) -m eval.demo $(DEMO_ARGS)
+	$(PY) -m jobs.demo $(DEMO_ARGS)
 
-# The strongest model two cores make (eval/cpu_model.py, ~70 min): self-play and Lichess games ->
+# The strongest model two cores make (jobs/cpu_model.py, ~70 min): self-play and Lichess games ->
 # action values (evaluation positions excluded) -> gateau AV -> learning curve, evaluation,
 # ablations in results/cpu-model/ -> models/cpu. Reruns reuse finished steps;
 # CPU_MODEL_ARGS="--scale quick" is the couple-of-minutes version.
 cpu-model: setup
-	$(PY) -m eval.cpu_model $(CPU_MODEL_ARGS)
+	$(PY) -m jobs.cpu_model $(CPU_MODEL_ARGS)
 
 # PGN -> Stockfish action values -> Parquet (pipeline/annotate.py). Override any of
 # INPUT (paths, globs, URLs), OUT, SPLIT, LIMIT (nodes=N | time=SECONDS), WORKERS (engines at

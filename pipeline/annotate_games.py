@@ -14,8 +14,8 @@ import sys
 
 import apache_beam as beam
 
+from core.positions import position_key
 from pipeline import pgn, random_move, stats
-from pipeline.exclude import position_key
 from pipeline.portable import tagged
 from pipeline.sources import InputError, read_lines
 

@@ -55,7 +55,7 @@ def build(
     journaled to `config.journal_dir` unless `config.journal_every` is 0. `journal_parts`
     (`list_journal_parts`) are an interrupted run's parts: their boards are reused, not
     searched. `run_config` checks the journal's run.json first and deletes it afterwards.
-    Boards whose position (pipeline.exclude.position_key) is in `excluded` are dropped before
+    Boards whose position (core.positions.position_key) is in `excluded` are dropped before
     the journal and the engine see them.
     Only transforms every runner gets right are used (pipeline/portable.py), and stats.json
     is written only when the rows written are the rows counted (else stats.RowsLost).

@@ -2,11 +2,11 @@
 
     load_exclusions(["puzzles.csv.zst", "STS1-STS15_LAN_v3.epd"]) -> Exclusions
 
-A position is a FEN without its move counters (`position_key`): the board, the side to move,
-castling rights and the en-passant square, as python-chess writes them (`board.fen()`, an
-en-passant square only when a capture there is legal), which is how every FEN the pipeline
-makes is written. Two boards that differ only in their clocks are one position, so an
-evaluation position is excluded whatever move number the game reached it at.
+A position is a FEN without its move counters (`position_key`, core/positions.py): the board,
+the side to move, castling rights and the en-passant square, as python-chess writes them
+(`board.fen()`, an en-passant square only when a capture there is legal), which is how every
+FEN the pipeline makes is written. Two boards that differ only in their clocks are one
+position, so an evaluation position is excluded whatever move number the game reached it at.
 
 What each file contributes:
 - a Lichess puzzle CSV (`.csv`, `.csv.zst`): the position after `Moves[0]` (the one the solver
@@ -27,15 +27,11 @@ from dataclasses import dataclass, field
 import chess
 
 from core.eval_sets import Puzzle, SkippedLine, SkippedRow, iter_puzzles, iter_suite
+from core.positions import position_key
 from core.text_files import NotTextError, reading
 
 PUZZLE_SUFFIXES = (".csv", ".csv.zst")
 EPD_SUFFIXES = (".epd",)
-
-
-def position_key(fen: str) -> str:
-    """A FEN without its halfmove clock and move number."""
-    return " ".join(fen.split()[:4])
 
 
 def puzzle_positions(puzzle: Puzzle) -> Iterator[str]:

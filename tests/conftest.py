@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import pathlib
+import sys
 
 import chess.pgn
 import pytest
@@ -102,3 +103,12 @@ def tiny_run(tmp_path_factory) -> pathlib.Path:
 def tiny_bc_run(tmp_path_factory) -> pathlib.Path:
     """The same for a behavioural-cloning (policy) model."""
     return save_tiny_model(tmp_path_factory.mktemp("tiny-bc-run"), target="bc")
+
+
+@pytest.fixture(scope="session")
+def console_script() -> str:
+    """The installed `searchless-uci` console script of this environment."""
+    path = pathlib.Path(sys.executable).parent / "searchless-uci"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: `make setup` installs the package and its script")
+    return str(path)

@@ -11,7 +11,7 @@ import pathlib
 
 import pytest
 
-from eval import cpu_model, demo
+from jobs import cpu_model, demo
 from model import import_reference
 from pipeline import (
     download,

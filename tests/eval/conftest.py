@@ -9,7 +9,6 @@ import pathlib
 import queue
 import random
 import subprocess
-import sys
 import threading
 
 import chess
@@ -226,12 +225,3 @@ def uci_process():
     yield start
     for process in started:
         process.kill()
-
-
-@pytest.fixture(scope="session")
-def console_script() -> str:
-    """The installed `searchless-uci` console script of this environment."""
-    path = pathlib.Path(sys.executable).parent / "searchless-uci"
-    if not path.exists():
-        pytest.fail(f"{path} is missing: `make setup` installs the package and its script")
-    return str(path)

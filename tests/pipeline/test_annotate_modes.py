@@ -10,12 +10,12 @@ import chess.pgn
 import pytest
 
 from core.actions import legal_actions
+from core.positions import position_key
 from core.schema import read_boards
 from pipeline import annotate
 from pipeline.annotate_config import AnnotateConfig
 from pipeline.annotate_output import annotate_identity
 from pipeline.engine import Limit
-from pipeline.exclude import position_key
 
 GAMES = (
     '[Event "T"]\n[Site "https://lichess.org/modes001"]\n[Result "1-0"]\n\n'

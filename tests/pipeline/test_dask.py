@@ -19,11 +19,11 @@ import chess.pgn
 import pytest
 
 from core.actions import legal_actions
+from core.positions import position_key
 from core.schema import journal_path, meta_dir, read_boards, stats_path
 from pipeline import annotate
 from pipeline.bag import BagWriter
 from pipeline.bag_records import encode_av
-from pipeline.exclude import position_key
 from pipeline.import_chessbench import ChessBenchConfig, run_config
 
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")

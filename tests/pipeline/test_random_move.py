@@ -6,9 +6,9 @@ from __future__ import annotations
 import chess
 import pytest
 
+from core.positions import position_key
 from core.schema import read_boards
 from pipeline import annotate, random_move
-from pipeline.exclude import position_key
 from tests.pipeline.test_annotate_modes import GAMES, fens_before_moves
 
 FENS = fens_before_moves(GAMES)

@@ -1,6 +1,6 @@
 """The product's main job, end to end on the bundled sample (`make demo`).
 
-    python -m eval.demo [--results results] [--work data/demo] [--run runs/demo] [--fresh]
+    python -m jobs.demo [--results results] [--work data/demo] [--run runs/demo] [--fresh]
 
 1. annotate: the pipeline (DirectRunner, two engines) turns the sample's PGNs into Stockfish
    action values: train from the famous games and the Stockfish-against-random games, test
@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from core.cli import config_from_args
 from core.interrupts import exit_code, interrupted, sigint_exits
 from core.outputs import OutputError, check_dir
-from eval.steps import StepLog, annotate_step, fingerprint
+from jobs.steps import StepLog, annotate_step, fingerprint
 from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, set_verbose
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -324,7 +324,7 @@ def print_summary(summary: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eval.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m jobs.demo", description=__doc__)
     defaults = DemoConfig()
     parser.add_argument("--results", default=defaults.results)
     parser.add_argument("--work", default=defaults.work, help="annotated Parquet goes here")

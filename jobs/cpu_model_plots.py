@@ -1,4 +1,4 @@
-"""`make cpu-model`'s figures: the learning curve and the ablations (eval/cpu_model.py)."""
+"""`make cpu-model`'s figures: the learning curve and the ablations (jobs/cpu_model.py)."""
 
 from __future__ import annotations
 

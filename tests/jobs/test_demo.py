@@ -1,4 +1,4 @@
-"""`make demo` (eval.demo) end to end on a few sample games with small settings: every step
+"""`make demo` (jobs.demo) end to end on a few sample games with small settings: every step
 runs for real (Beam + Stockfish, JAX training, metrics, puzzles, tournament), its outputs are
 where the summary says, and a second run reuses every finished step."""
 
@@ -18,8 +18,8 @@ import chess.pgn
 import pytest
 
 from core.schema import stats_path
-from eval import demo
-from eval.steps import StepLog, fingerprint
+from jobs import demo
+from jobs.steps import StepLog, fingerprint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample"
@@ -143,7 +143,7 @@ def test_ctrl_c_while_the_training_step_imports_prints_one_line_and_exits_130(
     log = StepLog(results / "steps.json")
     log.mark("annotate-train", fingerprint(*defaults.train_inputs, limit))
     log.mark("annotate-test", fingerprint(*defaults.test_inputs, limit))
-    command = [sys.executable, "-m", "eval.demo", "--results", str(results), "--work", str(work),
+    command = [sys.executable, "-m", "jobs.demo", "--results", str(results), "--work", str(work),
                "--run", str(run), "--limit", limit, "--engine", stockfish]  # fmt: skip
     # Importing the trainer takes seconds: every delay lands in it, each in another module
     # (a C extension starting, a garbage-collector callback: see core.interrupts.sigint_exits).

@@ -1,11 +1,11 @@
 """`make cpu-model`: the strongest searchless model two cores make in under two hours, with its
 evidence.
 
-    python -m eval.cpu_model [--scale full|quick] [--work data/cpu-model] [--runs runs/cpu-model]
+    python -m jobs.cpu_model [--scale full|quick] [--work data/cpu-model] [--runs runs/cpu-model]
         [--results results/cpu-model] [--models models/cpu] [--shared ../shared/data] [--fresh]
 
 Steps, each with its progress line, each reused on a rerun when what it was computed from is
-unchanged (`<results>/steps.json`, see eval/steps.py; an interrupted annotation or training
+unchanged (`<results>/steps.json`, see jobs/steps.py; an interrupted annotation or training
 resumes from its journal or checkpoint):
 
 1. positions: Stockfish self-play games (pipeline.selfplay: the bundled ECO lines, a few
@@ -57,11 +57,14 @@ import matplotlib
 
 from core.interrupts import exit_code, interrupted
 from core.outputs import OutputError, check_dir
+from core.positions import position_key
 from core.progress import Progress, format_duration
 from core.schema import board_files, read_boards
-from eval.cpu_model_judging import brief, held_out_rows, judge, judged_sets, neural
-from eval.cpu_model_plots import plot_ablations, plot_curve
-from eval.cpu_model_settings import (
+from eval.engines import NeuralAgent, make_agent
+from eval.metrics import evaluate_checkpoint
+from jobs.cpu_model_judging import brief, held_out_rows, judge, judged_sets, neural
+from jobs.cpu_model_plots import plot_ablations, plot_curve
+from jobs.cpu_model_settings import (
     BASELINES,
     CHECKS_SPLIT,
     MAIN_CONFIG,
@@ -76,16 +79,14 @@ from eval.cpu_model_settings import (
     split_glob,
     train_glob,
 )
-from eval.engines import NeuralAgent, make_agent
-from eval.metrics import evaluate_checkpoint
-from eval.steps import StepLog, annotate_step, fingerprint
+from jobs.steps import StepLog, annotate_step, fingerprint
 from model import config as config_lib
 from model.checkpoint import checkpoints_dir, latest_complete_step
 from model.predictor import Predictor
 from model.train import train as train_model
 from pipeline import select_boards, selfplay
 from pipeline.engine import Limit
-from pipeline.exclude import load_exclusions, position_key
+from pipeline.exclude import load_exclusions
 from pipeline.overlap import overlap
 
 # --- 1. positions ----------------------------------------------------------------------------
@@ -614,7 +615,7 @@ def print_summary(summary: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eval.cpu_model", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m jobs.cpu_model", description=__doc__)
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
     parser.add_argument("--work", default="data/cpu-model", help="games and annotated Parquet")
     parser.add_argument("--runs", default="runs/cpu-model", help="training runs")

@@ -1,4 +1,4 @@
-"""How `make cpu-model` judges an agent (eval/cpu_model.py): fixed puzzle and STS subsets, and
+"""How `make cpu-model` judges an agent (jobs/cpu_model.py): fixed puzzle and STS subsets, and
 the held-out test boards whose positions no training split holds."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.eval_sets import read_puzzles, read_suite
+from core.positions import position_key
 from core.schema import read_boards
-from eval.cpu_model_settings import Paths, puzzle_file, sts_file
 from eval.engines import NeuralAgent
 from eval.metrics import read_rows
 from eval.puzzles import evaluate as evaluate_puzzles
 from eval.suites import run_suite
+from jobs.cpu_model_settings import Paths, puzzle_file, sts_file
 from model.predictor import Predictor
-from pipeline.exclude import position_key
 
 
 @dataclass(frozen=True)

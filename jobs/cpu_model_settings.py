@@ -1,4 +1,4 @@
-"""`make cpu-model`'s settings (eval/cpu_model.py): its scales, its places and the evaluation
+"""`make cpu-model`'s settings (jobs/cpu_model.py): its scales, its places and the evaluation
 sets it never trains on and judges with."""
 
 from __future__ import annotations

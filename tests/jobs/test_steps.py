@@ -1,4 +1,4 @@
-"""A multi-step job's annotation step (eval/steps.py, as `make cpu-model` and `make demo` run
+"""A multi-step job's annotation step (jobs/steps.py, as `make cpu-model` and `make demo` run
 it) stops on Ctrl-C as the annotate command does, and is resumed by the rerun."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 import pytest
 
 from core.schema import journal_path
-from eval.steps import StepLog, annotate_step
+from jobs.steps import StepLog, annotate_step
 from tests.sessions import own_session, wait_for_a_journal_part
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -23,7 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # own Ctrl-C tracebacks are what a bare `pipeline.annotate.run` let through.
 STEP = """
 import json, pathlib, sys
-from eval.steps import StepLog, annotate_step
+from jobs.steps import StepLog, annotate_step
 split_dir, argv = pathlib.Path(sys.argv[1]), json.loads(sys.argv[2])
 steps = StepLog(split_dir.parent / "steps.json")
 annotate_step(steps, "train", split_dir, argv, "key", lambda line: print(line, file=sys.stderr))

@@ -1,4 +1,4 @@
-"""`make cpu-model` (eval.cpu_model) at its quick scale on small real evaluation sets, and the
+"""`make cpu-model` (jobs.cpu_model) at its quick scale on small real evaluation sets, and the
 shipped models/cpu: it loads and plays legal moves as `neural:models/cpu` and as the UCI
 engine's default model."""
 
@@ -13,10 +13,10 @@ import chess
 import pytest
 
 from core.schema import read_boards
-from eval import cpu_model
-from eval.cpu_model_settings import CHECKS_SPLIT, PUZZLE_FILE, SCALES, STS_FILE, Paths, train_glob
 from eval.engines import make_agent
 from eval.uci import parse_position
+from jobs import cpu_model
+from jobs.cpu_model_settings import CHECKS_SPLIT, PUZZLE_FILE, SCALES, STS_FILE, Paths, train_glob
 from model.checkpoint import checkpoints_dir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -1,0 +1,1 @@
+"""End-to-end jobs that drive the pipeline, training and evaluation: make demo, make cpu-model."""
