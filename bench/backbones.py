@@ -12,7 +12,7 @@ Prints one JSON object (progress on stderr):
 - `train`: per backbone, the jitted train step's examples/s and action values learned/s
   (the transformer learns one per example; gateau one per valued move edge of each board),
   measured in alternating rounds of `--rate-seconds`; `values_ratio` = gateau / transformer
-  per round (the issue's goal: >= 20).
+  per round (the goal: >= 20).
 - `play`: per backbone, boards/s of Predictor.move_values (every legal move valued) and of
   NeuralAgent.choose_move (that and the agent's repetition check), one board per call as in
   a game, alternating rounds; `ratio` and `agent_ratio` per round (goal >= 20).

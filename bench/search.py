@@ -10,7 +10,7 @@ BC policy + SV value):
   machine disturbs less than the wall clock;
 - `network_share`: the fraction of that time spent in the evaluator's predictor calls (the
   rest is the tree walk, python-chess and the terminal checks);
-- `batch_8_vs_1`: the speed-up of batch 8 over batch 1, the figure the issue asks for (and
+- `batch_8_vs_1`: the speed-up of batch 8 over batch 1, what batching buys (and
   `batch_8_vs_1_cpu`, the same in CPU time).
 
 On a CPU the network is compute-bound: a batch of leaves costs about the sum of its leaves,

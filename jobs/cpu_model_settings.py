@@ -32,7 +32,8 @@ class Scale:
     random_move_seeds: tuple[int, ...]
     # More such splits (other seeds) of which only the boards whose best move gives check are
     # trained on (pipeline/select_boards.py): a puzzle's first move is a check far more often
-    # than a game's best move. Measured at the full scale with seeds (2, 3), no gain (README).
+    # than a game's best move. Measured at the full scale with seeds (2, 3), no gain
+    # (docs/cpu-model.md).
     check_seeds: tuple[int, ...]
     target: str  # the main model's
     steps: int

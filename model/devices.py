@@ -92,7 +92,7 @@ def cpu_warning(config: Config, params: int, cores: int | None = None) -> str | 
     return (
         f"warning: training a {params / 1e6:.1f}M-parameter model on CPU only ({cores} cores): "
         f"about {format_duration(seconds)} per 1,000 steps at batch {config.train.batch_size}; "
-        "install JAX for your accelerator (README, 'Train on a GPU')"
+        "install JAX for your accelerator (docs/training.md, 'Train on a GPU')"
     )
 
 

@@ -1,4 +1,4 @@
-"""The README's picture of the web board: the server in this process, the page in headless
+"""The picture of the web board in docs/play.md: the server in this process, the page in headless
 chromium (as tests/eval/web drives it), a few moves played by clicking, the search on, a
 screenshot saved as a palette PNG.
 

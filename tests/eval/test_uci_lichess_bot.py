@@ -3,7 +3,7 @@ and config.yml.default of lichess-bot-devs/lichess-bot), with no connection to l
 
 - started from lichess-bot's own directory (`engine.dir` + `engine.name`, made absolute),
   with `popen_uci(..., timeout=60, setpgrp=True)`;
-- the model named relative to that directory, as the README's config does it, by
+- the model named relative to that directory, as docs/play.md's config does it, by
   `engine_options` (lichess-bot passes `--checkpoint=PATH`) and again by a WeightsFile in
   `uci_options`;
 - configured with config.yml.default's `uci_options` (Move Overhead 100, Threads 4, Hash 512,

@@ -1,7 +1,7 @@
 """The Beam pipeline end to end on the real DirectRunner, real Stockfish and real Parquet.
 
 Small inputs the tests write themselves and tiny node limits keep these quick; the check on
-20 real games at nodes=2000 (the issue's acceptance run) is marked slow.
+20 real games at nodes=2000 (the acceptance run) is marked slow.
 """
 
 from __future__ import annotations

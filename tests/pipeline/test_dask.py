@@ -73,7 +73,7 @@ def test_annotate_on_a_dask_cluster_writes_the_direct_runners_shards(
     argv = [str(games), "--limit", LIMIT, "--num-shards", "3", "--engine", stockfish,
             "--exclude", str(suite)]  # fmt: skip
     direct = annotate.run([*argv, "--out", str(tmp_path / "direct")])
-    # As the README's command: relative paths (the workers run elsewhere), the short name.
+    # As docs/cluster.md's command: relative paths (the workers run elsewhere), the short name.
     command = [sys.executable, "-m", "pipeline.annotate", "selfplay.pgn", *argv[1:],
                "--out", "dask", "--runner=DaskRunner",
                f"--dask_client_address={dask_cluster}"]  # fmt: skip
