@@ -16,7 +16,7 @@ from core.schema import read_boards
 from eval import cpu_model
 from eval.cpu_model_settings import CHECKS_SPLIT, PUZZLE_FILE, SCALES, STS_FILE, Paths, train_glob
 from eval.engines import make_agent
-from eval.uci import parse_position
+from eval.uci.server import parse_position
 from model.checkpoint import checkpoints_dir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

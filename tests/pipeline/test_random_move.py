@@ -7,7 +7,8 @@ import chess
 import pytest
 
 from core.schema import read_boards
-from pipeline import annotate, random_move
+from pipeline import random_move
+from pipeline.annotate import annotate
 from pipeline.exclude import position_key
 from tests.pipeline.test_annotate_modes import GAMES, fens_before_moves
 

@@ -3,7 +3,7 @@
     python -m pipeline.export_chessbench --input data/annotated/train --kind av \\
         --output 'data/export/action_value@4_data.bag'
 
-writes the records of pipeline/bag_records.py: av one (FEN, move, win_prob) per valued move,
+writes the records of pipeline/chessbench/records.py: av one (FEN, move, win_prob) per valued move,
 sv one (FEN, win_prob) per board with a state value, bc one (FEN, best move) per board with a
 best move. Each board is written once, whatever its `count` (the released files hold each board
 once), and all its records go to the same shard, chosen by a hash of the FEN, so the output
@@ -12,7 +12,7 @@ legal moves of a board) unless `--include-partial`. A board whose win probabilit
 all numbers in [0, 1] (a NaN, say) is left out of av and sv (`boards_with_bad_values`): no
 reader could use such a record. Every skipped board is counted.
 
-Importing a bag and exporting it again gives the same records (pipeline/import_chessbench.py
+Importing a bag and exporting it again gives the same records (import_chessbench.py
 keeps win probabilities as float64 and moves as given), in a different order: by shard, then
 by board, then in action-space order.
 """
@@ -31,8 +31,8 @@ from core.outputs import OutputError, check_file
 from core.progress import Progress
 from core.schema import board_files, read_board_file, read_metadata
 from core.values import is_win_probability
-from pipeline.bag import BagWriter, shard_names
-from pipeline.bag_records import KINDS, check_kind, encode_av, encode_bc, encode_sv
+from pipeline.chessbench.bag import BagWriter, shard_names
+from pipeline.chessbench.records import KINDS, check_kind, encode_av, encode_bc, encode_sv
 from pipeline.shards import shard_of
 
 _COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob", "partial"]

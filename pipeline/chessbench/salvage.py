@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.values import is_win_probability
-from pipeline.bag import BagFormatError, BagReader
+from pipeline.chessbench.bag import BagFormatError, BagReader
 
 Decoder = Callable[..., tuple]
 MAX_RANGES_NAMED = 5  # damaged record ranges a message names before "…"

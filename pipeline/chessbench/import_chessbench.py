@@ -3,7 +3,7 @@
     python -m pipeline.import_chessbench --kind av --output data/chessbench \\
         --input 'data/chessbench/train/action_value@2148_data.bag'
 
-reads the paper's released records (pipeline/bag.py and bag_records.py have the format) and
+reads the paper's released records (bag.py and records.py beside it have the format) and
 writes the one table of core/schema.py to `<output>/<split>/boards-*.parquet`, with
 `failures-*.parquet` and `stats.json` in `<output>/<split>.meta/`, so the trainer takes it like
 data this project annotated. Beam options not listed here (`--runner`, `--direct_num_workers`,
@@ -31,7 +31,7 @@ FEN, so the files are the same on every runner. Then, per board:
 `cp` and `mate` are null (ChessBench keeps only win probabilities); `source` is
 "chessbench". A FEN python-chess or the tokenizer refuses goes to the failures output; a
 record whose win probability is not a number in [0, 1] (NaN included) is skipped and counted
-(`records.bad_values`). Damage costs only the records it touches (pipeline/bag_salvage.py): the
+(`records.bad_values`). Damage costs only the records it touches (salvage.py): the
 records before and after it are imported, and the damaged ones are counted, named in one
 warning line and in stats.json's `input_errors`. A shard that cannot be read at all (its index
 unreadable, or a file of 0 bytes) is named the same way, and the rest is imported; any input
@@ -76,11 +76,11 @@ from core.schema import (
 )
 from core.tokenizer import tokenize
 from pipeline import stats
-from pipeline.bag import BagFormatError, BagReader, expand_pattern
-from pipeline.bag_records import KINDS, check_kind, decode_av, decode_bc, decode_sv
-from pipeline.bag_salvage import decode_range, ranges
 from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, keep_line, scratch_tempdir, set_verbose
 from pipeline.card import write_card
+from pipeline.chessbench.bag import BagFormatError, BagReader, expand_pattern
+from pipeline.chessbench.records import KINDS, check_kind, decode_av, decode_bc, decode_sv
+from pipeline.chessbench.salvage import decode_range, ranges
 from pipeline.portable import (
     DEFAULT_GROUPS,
     GroupInto,

@@ -82,15 +82,8 @@ from core.schema import (
 )
 from core.text_files import InputError
 from pipeline.card import write_card
-from pipeline.evals_input import JsonlInput, split_lines
-from pipeline.evals_parts import (
-    MAX_EXAMPLES,
-    PART_MANIFEST,
-    part_path,
-    write_json,
-)
-from pipeline.evals_parts import Part as _Part  # tests patch it here
-from pipeline.lichess_evals import (
+from pipeline.lichess_evals.input import JsonlInput, split_lines
+from pipeline.lichess_evals.lines import (
     DEFAULT_FULLMOVE,
     DEFAULT_HALFMOVE,
     ENGINE,
@@ -99,6 +92,13 @@ from pipeline.lichess_evals import (
     Converted,
     convert_line,
 )
+from pipeline.lichess_evals.parts import (
+    MAX_EXAMPLES,
+    PART_MANIFEST,
+    part_path,
+    write_json,
+)
+from pipeline.lichess_evals.parts import Part as _Part  # tests patch it here
 from pipeline.workers import SPAWN, usable_cores, worker_start
 
 DEFAULT_ROWS_PER_SHARD = 1_000_000
