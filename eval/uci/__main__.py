@@ -1,4 +1,4 @@
-"""`python -m eval.uci` (and the `searchless-uci` script): the command of eval/uci/server.py."""
+"""`python -m eval.uci`: the command of eval/uci/server.py (`searchless-uci` too)."""
 
 import sys
 
