@@ -75,7 +75,7 @@ demo: setup
 cpu-model: setup
 	$(PY) -m jobs.cpu_model $(CPU_MODEL_ARGS)
 
-# PGN -> Stockfish action values -> Parquet (pipeline/annotate.py). Override any of
+# PGN -> Stockfish action values -> Parquet (pipeline/annotate/annotate.py). Override any of
 # INPUT (paths, globs, URLs), OUT, SPLIT, LIMIT (nodes=N | time=SECONDS), WORKERS (engines at
 # once), ARGS (more flags, e.g. "--max-games 100 --num-shards 4"). An interrupted run resumes
 # when rerun; a finished OUT/SPLIT is refused unless ARGS=--overwrite.

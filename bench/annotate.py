@@ -55,8 +55,9 @@ import chess
 import chess.engine
 
 from core.engine_path import find_engine
-from pipeline import annotate, pgn
+from pipeline import pgn
 from pipeline.action_values import BoardAnnotator, Mode, board_moves
+from pipeline.annotate import annotate
 from pipeline.engine import Limit, UciEngine
 from pipeline.sources import read_lines
 

@@ -25,7 +25,7 @@ import chess.pgn
 import zstandard
 
 from core.schema import meta_dir
-from pipeline import annotate
+from pipeline.annotate import annotate
 from pipeline.dask_cluster import local_cluster
 
 SAMPLE = os.path.join(os.path.dirname(__file__), "..", "data", "sample", "selfplay.pgn.zst")

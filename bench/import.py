@@ -3,7 +3,7 @@
 Run as `python -m bench.import` (`make bench`). Prints one JSON object:
 
 - `bag.decode_records_per_s`: action-value records read from a `.bag` and decoded
-  (pipeline/bag.py), against `bag.beam_coder_records_per_s`, the same records decoded one
+  (pipeline/chessbench/bag.py), against `bag.beam_coder_records_per_s`, the same records decoded one
   at a time by Beam's own TupleCoder (the reference code's way), measured in the same run.
 - `bag.bagz`: DeepMind's `bagz` reader (when installed) on the same file: records/s read one
   by one by each reader (`bagz_iterate_records_per_s`, `ours_iterate_records_per_s`), and
@@ -35,10 +35,10 @@ import zstandard
 
 from bench.tokenize import random_game_fens
 from core.actions import legal_actions
-from pipeline.bag import BagReader, BagWriter
-from pipeline.bag_records import decode_av, encode_av
-from pipeline.import_chessbench import ChessBenchConfig, run_config
-from pipeline.import_lichess_evals import LichessEvalsConfig, import_lichess_evals
+from pipeline.chessbench.bag import BagReader, BagWriter
+from pipeline.chessbench.import_chessbench import ChessBenchConfig, run_config
+from pipeline.chessbench.records import decode_av, encode_av
+from pipeline.lichess_evals.import_lichess_evals import LichessEvalsConfig, import_lichess_evals
 
 TARGET_RECORDS_PER_S = 200_000
 

@@ -57,10 +57,11 @@ STATS_FILE = "stats.json"
 META_SUFFIX = ".meta"  # <out>/<split>.meta/: all but the boards
 CARD_FILE = "README.md"  # <out>/README.md: the dataset card
 
-# The journal of an unfinished run (pipeline/annotate.py), in the meta folder.
+# The journal of an unfinished run (pipeline/annotate/annotate.py), in the meta folder.
 JOURNAL_DIR = "journal"
 LEGACY_JOURNAL_DIR = "_journal"  # where it was, inside the split folder
-# The completed parts of an unfinished import (pipeline/import_lichess_evals.py), likewise.
+# The completed parts of an unfinished import (pipeline/lichess_evals/import_lichess_evals.py),
+# likewise.
 IMPORT_DIR = "import"
 LEGACY_IMPORT_DIR = "_import"
 JOURNAL_RUN_FILE = "run.json"
@@ -80,9 +81,15 @@ MAX_SHARDS = 10_000
 ROW_GROUP_SIZE = 1024
 
 # Values of the `source` column.
-SOURCE_ANNOTATE = "annotate"  # this pipeline: Lichess games annotated by pipeline/annotate.py
-SOURCE_CHESSBENCH = "chessbench"  # the paper's released data (pipeline/import_chessbench.py)
-SOURCE_LICHESS_EVALS = "lichess-evals"  # lichess_db_eval (pipeline/import_lichess_evals.py)
+SOURCE_ANNOTATE = (
+    "annotate"  # this pipeline: Lichess games annotated by pipeline/annotate/annotate.py
+)
+SOURCE_CHESSBENCH = (
+    "chessbench"  # the paper's released data (pipeline/chessbench/import_chessbench.py)
+)
+SOURCE_LICHESS_EVALS = (
+    "lichess-evals"  # lichess_db_eval (pipeline/lichess_evals/import_lichess_evals.py)
+)
 SOURCES = (SOURCE_ANNOTATE, SOURCE_CHESSBENCH, SOURCE_LICHESS_EVALS)
 
 BOARD_FIELDS = [

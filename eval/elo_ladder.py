@@ -52,7 +52,7 @@ from eval.tournament import (
     play_game,
     to_pgn,
 )
-from eval.uci_options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
+from eval.uci.options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
 
 # The model searchless, and searching as the UCI engine does when given Simulations: PUCT
 # with models/cpu-av valuing the leaves, SearchBatch leaves per call, the mcts agent's playouts.

@@ -13,13 +13,9 @@ import pytest
 
 from jobs import cpu_model, demo
 from model import import_reference
-from pipeline import (
-    download,
-    export_chessbench,
-    import_chessbench,
-    import_lichess_evals,
-    selfplay,
-)
+from pipeline import download, selfplay
+from pipeline.chessbench import export_chessbench, import_chessbench
+from pipeline.lichess_evals import import_lichess_evals
 
 
 def _commands(nowhere: str, missing: str) -> dict:

@@ -14,7 +14,7 @@ import sys
 import threading
 
 from core.interrupts import interrupted
-from eval.uci_options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
+from eval.uci.options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
 from eval.web.api import MAX_SIMULATIONS, WebSettings
 from eval.web.models import NO_VALUE, ModelError, ModelStore
 from eval.web.server import WebServer

@@ -25,8 +25,8 @@ from core.targets import target_kind
 from eval.engines import NeuralAgent
 from eval.evaluators import make_evaluator
 from eval.mcts import SearchConfig, SearchLimit, TreeSearch
-from eval.uci import parse_position
-from eval.uci_options import DEFAULT_SEARCH_BATCH, UciError
+from eval.uci.options import DEFAULT_SEARCH_BATCH, UciError
+from eval.uci.server import parse_position
 from eval.web.models import ModelError, ModelStore
 
 # Playouts a request may ask for: a few seconds of the CPU model; a request is not stoppable.

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from core.paths import project_root, resolve_path
 from core.targets import target_kind
-from eval.uci_choosers import keep_compilations_on_disk, label
-from eval.uci_options import DEFAULT_WEIGHTS, UciOptions
+from eval.uci.choosers import keep_compilations_on_disk, label
+from eval.uci.options import DEFAULT_WEIGHTS, UciOptions
 
 MODELS_DIR = "models"
 # A value model of "none": a BC policy then shows probabilities only and cannot search.

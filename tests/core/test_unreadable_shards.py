@@ -17,7 +17,8 @@ from core.schema import (
     write_boards,
 )
 from model.train import main as train_main
-from pipeline import export_chessbench, overlap, select_boards
+from pipeline import overlap, select_boards
+from pipeline.chessbench import export_chessbench
 
 ROWS = [
     make_board_row(

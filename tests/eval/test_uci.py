@@ -16,9 +16,9 @@ import pytest
 
 from core.values import win_probability
 from eval.engines import RandomAgent
-from eval.uci import UciServer, parse_position, wdl_per_mille, win_prob_to_cp
-from eval.uci_choosers import AgentChooser, ModelUnavailable
-from eval.uci_options import OPTIONS, UciOptions
+from eval.uci.choosers import AgentChooser, ModelUnavailable
+from eval.uci.options import OPTIONS, UciOptions
+from eval.uci.server import UciServer, parse_position, wdl_per_mille, win_prob_to_cp
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # lichess-bot's config.yml.default `uci_options`, and Stockfish's and fastchess's usual ones.

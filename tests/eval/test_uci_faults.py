@@ -20,9 +20,9 @@ import jax
 import pytest
 
 from eval.engines import NeuralAgent
-from eval.uci import UciServer, parse_position
-from eval.uci_choosers import ModelUnavailable, NeuralFactory, PolicyChooser
-from eval.uci_options import OPTIONS, UciOptions
+from eval.uci.choosers import ModelUnavailable, NeuralFactory, PolicyChooser
+from eval.uci.options import OPTIONS, UciOptions
+from eval.uci.server import UciServer, parse_position
 from model import config as config_lib
 from model.predictor import Predictor
 from model.transformer import init_params

@@ -5,7 +5,7 @@ from __future__ import annotations
 import chess
 import pytest
 
-from eval.uci_go import MOVES_TO_GO_DEFAULT, GoParams, parse_go, time_budget
+from eval.uci.go import MOVES_TO_GO_DEFAULT, GoParams, parse_go, time_budget
 
 
 def test_every_parameter_is_read():

@@ -30,7 +30,7 @@ import chess
 import chess.engine
 import pytest
 
-from eval import threads
+from eval.uci import threads
 
 # config.yml.default, engine.uci_options.
 LICHESS_BOT_UCI_OPTIONS = {

@@ -14,8 +14,8 @@ import chess
 import chess.engine
 import pytest
 
-from eval.uci import UciServer, score_words
-from eval.uci_choosers import AgentFactory, NeuralFactory, PolicyChooser, SearchChooser
+from eval.uci.choosers import AgentFactory, NeuralFactory, PolicyChooser, SearchChooser
+from eval.uci.server import UciServer, score_words
 
 SEARCH = {"Simulations": 1_000_000, "SearchBatch": 4}  # limited by `go`, not by the option
 MIDDLEGAME = "r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4"
@@ -275,7 +275,7 @@ def test_a_policy_model_with_a_value_file_reports_a_score_and_searches(
     [info] = [line for line in lines if line.startswith("info depth")]
     assert " score cp " in info and " wdl " in info, info
     # The score is the value model's value of the policy's move.
-    from eval.uci_choosers import move_value
+    from eval.uci.choosers import move_value
     from model.predictor import Predictor
 
     board = chess.Board()

@@ -24,7 +24,7 @@ MIDDLEGAME = "r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 
 COMPILE = re.compile(r"Compiling jit\((\w+)\) with global shapes and types (.*)")
 NETWORK = ("log_probs", "both")  # the jitted network calls (model/graph_predictor.py)
 INPUT = re.compile(r"int32\[[\d,]*\]")  # the shape of a board or edge input
-# `stop` is answered within the engine's own 35 ms (eval/uci_choosers WAIT_STEP and
+# `stop` is answered within the engine's own 35 ms (eval/uci/choosers WAIT_STEP and
 # STOP_GRACE); the test allows 1 s because the two CPUs it runs on are shared with other
 # jobs that may hold both for longer than that, which says nothing of the engine. A batch
 # that compiles, as before, takes 4 to 12 s.

@@ -131,7 +131,7 @@ def test_ctrl_c_while_the_training_step_imports_prints_one_line_and_exits_130(
 ):
     # Both splits annotated for real (tiny), and marked done as the demo marks them, so that
     # each run below goes straight to the training step, whose first act is importing JAX.
-    from pipeline import annotate
+    from pipeline.annotate import annotate
 
     limit = "nodes=20"
     work, results, run = tmp_path / "work", tmp_path / "results", tmp_path / "run"

@@ -20,7 +20,7 @@ from tests.sessions import own_session, wait_for_a_journal_part
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # The step as `make cpu-model` runs it: Beam's multi-processing workers, two of them, whose
-# own Ctrl-C tracebacks are what a bare `pipeline.annotate.run` let through.
+# own Ctrl-C tracebacks are what a bare `pipeline.annotate.annotate.run` let through.
 STEP = """
 import json, pathlib, sys
 from jobs.steps import StepLog, annotate_step

@@ -27,7 +27,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from core.actions import legal_actions
 from core.schema import FAILURE_SCHEMA, check_schema, meta_dir, read_boards, stats_path
-from pipeline import annotate, annotate_boards, annotate_config, pgn, portable
+from pipeline import pgn, portable
+from pipeline.annotate import annotate
+from pipeline.annotate import boards as annotate_boards
+from pipeline.annotate import config as annotate_config
 from pipeline.engine import Limit
 
 

@@ -22,7 +22,7 @@ import pytest
 import zstandard
 
 from core.schema import lock_path, meta_dir, stats_path
-from pipeline import annotate
+from pipeline.annotate import annotate
 from pipeline.split_lock import SplitBusy, split_lock
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ import pytest
 from core.actions import legal_actions
 from core.positions import position_key
 from core.schema import read_boards
-from pipeline import annotate
-from pipeline.annotate_config import AnnotateConfig
-from pipeline.annotate_output import annotate_identity
+from pipeline.annotate import annotate
+from pipeline.annotate.config import AnnotateConfig
+from pipeline.annotate.output import annotate_identity
 from pipeline.engine import Limit
 
 GAMES = (

@@ -1,4 +1,5 @@
-"""Tests for pipeline.bag: bag files built here, by BagWriter and by hand, and Beam's coders."""
+"""Tests for pipeline.chessbench.bag: bag files built here, by BagWriter and by hand, and Beam's
+coders."""
 
 from __future__ import annotations
 
@@ -11,14 +12,21 @@ import pytest
 import zstandard
 from apache_beam import coders
 
-from pipeline import bag
-from pipeline.bag import (
+from pipeline.chessbench import bag
+from pipeline.chessbench.bag import (
     BagFormatError,
     BagReader,
     BagWriter,
     expand_pattern,
 )
-from pipeline.bag_records import decode_av, decode_bc, decode_sv, encode_av, encode_bc, encode_sv
+from pipeline.chessbench.records import (
+    decode_av,
+    decode_bc,
+    decode_sv,
+    encode_av,
+    encode_bc,
+    encode_sv,
+)
 
 AV = coders.TupleCoder([coders.StrUtf8Coder(), coders.StrUtf8Coder(), coders.FloatCoder()])
 SV = coders.TupleCoder([coders.StrUtf8Coder(), coders.FloatCoder()])

@@ -11,10 +11,10 @@ import pytest
 
 from core.actions import legal_actions
 from core.schema import read_boards
-from pipeline.bag import BagReader
-from pipeline.bag_records import encode_av, encode_bc, encode_sv
-from pipeline.export_chessbench import ExportConfig, export
-from pipeline.import_chessbench import ChessBenchConfig, run_config
+from pipeline.chessbench.bag import BagReader
+from pipeline.chessbench.export_chessbench import ExportConfig, export
+from pipeline.chessbench.import_chessbench import ChessBenchConfig, run_config
+from pipeline.chessbench.records import encode_av, encode_bc, encode_sv
 
 bagz = pytest.importorskip("bagz", reason="the bagz extra is not installed")
 

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from pipeline.bag import BagWriter
-from pipeline.bag_records import encode_av
+from pipeline.chessbench.bag import BagWriter
+from pipeline.chessbench.records import encode_av
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GAME = (

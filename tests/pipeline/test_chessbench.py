@@ -1,6 +1,6 @@
 """ChessBench interop: bag shards the tests write -> Parquet -> bags again, and training on it.
 
-The bag files are made here from the format (pipeline/bag.py, checked against Beam's own
+The bag files are made here from the format (pipeline/chessbench/bag.py, checked against Beam's own
 coders in test_bag.py); the boards are real positions with seeded made-up values."""
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from core.schema import meta_dir, read_boards, stats_path
 from model import config as config_lib
 from model.data import load_boards
 from model.train import train
-from pipeline.bag import BagReader, BagWriter
-from pipeline.bag_records import encode_av, encode_bc, encode_sv
-from pipeline.export_chessbench import ExportConfig, export
-from pipeline.import_chessbench import ChessBenchConfig, run_config
-from pipeline.import_chessbench import main as import_main
+from pipeline.chessbench.bag import BagReader, BagWriter
+from pipeline.chessbench.export_chessbench import ExportConfig, export
+from pipeline.chessbench.import_chessbench import ChessBenchConfig, run_config
+from pipeline.chessbench.import_chessbench import main as import_main
+from pipeline.chessbench.records import encode_av, encode_bc, encode_sv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BEAM = ["--runner=DirectRunner"]

@@ -21,10 +21,10 @@ import pytest
 from core.actions import legal_actions
 from core.positions import position_key
 from core.schema import journal_path, meta_dir, read_boards, stats_path
-from pipeline import annotate
-from pipeline.bag import BagWriter
-from pipeline.bag_records import encode_av
-from pipeline.import_chessbench import ChessBenchConfig, run_config
+from pipeline.annotate import annotate
+from pipeline.chessbench.bag import BagWriter
+from pipeline.chessbench.import_chessbench import ChessBenchConfig, run_config
+from pipeline.chessbench.records import encode_av
 
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")
 from pipeline.dask_cluster import local_cluster  # noqa: E402 - needs distributed

@@ -7,8 +7,9 @@ from __future__ import annotations
 import chess
 
 from core.engine_path import find_engine
-from pipeline import annotate_config, engine_slots, stats
-from pipeline.annotate_boards import AnnotateBoards
+from pipeline import engine_slots, stats
+from pipeline.annotate import config as annotate_config
+from pipeline.annotate.boards import AnnotateBoards
 from pipeline.engine import Limit, UciEngine
 
 FENS = [chess.STARTING_FEN, "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1", "4k3/8/8/8/8/8/4P3/4K3 b - - 0 1"]

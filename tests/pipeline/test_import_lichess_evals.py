@@ -1,5 +1,6 @@
-"""pipeline/lichess_evals.py (one line -> one row) and pipeline/import_lichess_evals.py (the
-streaming import) on small eval-database files the tests write themselves."""
+"""pipeline/lichess_evals/lines.py (one line -> one row) and
+pipeline/lichess_evals/import_lichess_evals.py (the streaming import) on small eval-database
+files the tests write themselves."""
 
 from __future__ import annotations
 
@@ -33,15 +34,15 @@ from core.schema import (
     stats_path,
 )
 from core.values import win_probability
-from pipeline import import_lichess_evals as lev
-from pipeline.import_lichess_evals import (
+from pipeline.lichess_evals import import_lichess_evals as lev
+from pipeline.lichess_evals.import_lichess_evals import (
     ImportMismatch,
     InputError,
     LichessEvalsConfig,
     import_lichess_evals,
     main,
 )
-from pipeline.lichess_evals import ENGINE, REASONS, BadLine, convert_line
+from pipeline.lichess_evals.lines import ENGINE, REASONS, BadLine, convert_line
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,10 +15,10 @@ import pytest
 from core.actions import legal_actions
 from core.schema import meta_dir, read_boards, stats_path
 from model.data import load_boards
-from pipeline.bag import BagWriter
-from pipeline.bag_records import encode_av
 from pipeline.card import MARKER, write_card
-from pipeline.import_chessbench import ChessBenchConfig, run_config
+from pipeline.chessbench.bag import BagWriter
+from pipeline.chessbench.import_chessbench import ChessBenchConfig, run_config
+from pipeline.chessbench.records import encode_av
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,8 @@ import pytest
 
 from core.positions import position_key
 from core.schema import read_boards
-from pipeline import annotate, random_move
+from pipeline import random_move
+from pipeline.annotate import annotate
 from tests.pipeline.test_annotate_modes import GAMES, fens_before_moves
 
 FENS = fens_before_moves(GAMES)

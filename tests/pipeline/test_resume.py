@@ -20,8 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.schema import JOURNAL_RUN_FILE, journal_path, meta_dir, stats_path
-from pipeline import annotate, annotate_output
-from pipeline.annotate_journal import JOURNAL_SECONDS, JournalWriter
+from pipeline.annotate import annotate
+from pipeline.annotate import output as annotate_output
+from pipeline.annotate.journal import JOURNAL_SECONDS, JournalWriter
 from pipeline.split_lock import SplitBusy, split_lock
 from tests.sessions import group_ends, own_session, wait_for_a_journal_part
 

@@ -13,7 +13,8 @@ import pytest
 import zstandard
 
 from core.openings import load_openings
-from pipeline import annotate, pgn
+from pipeline import pgn
+from pipeline.annotate import annotate
 from pipeline.engine import Limit
 from pipeline.selfplay import SelfPlayConfig, main, run
 from pipeline.sources import read_lines

@@ -16,7 +16,7 @@ import pytest
 import zstandard
 
 from pipeline import pgn, stats
-from pipeline.annotate_games import GAMES_TAG, ReadGames
+from pipeline.annotate.games import GAMES_TAG, ReadGames
 from pipeline.sources import (
     MAX_LINE_BYTES,
     InputError,

@@ -21,9 +21,9 @@ from core.schema import (
     stats_path,
 )
 from pipeline import stats
-from pipeline.annotate_boards import FAILURES_TAG, ROWS_TAG, AnnotateBoards
-from pipeline.annotate_config import AnnotateConfig
-from pipeline.annotate_games import (
+from pipeline.annotate.boards import FAILURES_TAG, ROWS_TAG, AnnotateBoards
+from pipeline.annotate.config import AnnotateConfig
+from pipeline.annotate.games import (
     BOARDS_TAG,
     FENS_TAG,
     GAMES_TAG,
@@ -34,7 +34,7 @@ from pipeline.annotate_games import (
     batch_group_key,
     max_games_threshold,
 )
-from pipeline.annotate_journal import TODO_TAG, ReadJournal, UseJournal
+from pipeline.annotate.journal import TODO_TAG, ReadJournal, UseJournal
 from pipeline.portable import GroupInto, singleton, split
 from pipeline.shards import WriteShards
 

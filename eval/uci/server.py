@@ -15,14 +15,14 @@ The model is loaded, and every batch shape a move or a search can need is compil
 first `isready`, `ucinewgame` or `go`, and after that at each `setoption` that changes it: no
 move waits for XLA. A model that cannot be loaded then leaves the one playing, with one
 `info string error` saying why. `position` keeps the whole move list,
-so the model sees repetitions. The options: eval/uci_options.py.
+so the model sees repetitions. The options: eval/uci/options.py.
 
 With `Simulations` 0 (the default) it plays the searchless policy and `go` answers at once
 whatever the limits; `go infinite` holds the `bestmove` until `stop`, and `go ponder` holds its
 info line and `bestmove` until `ponderhit` or `stop`. With `Simulations` N > 0 it searches
-(eval/mcts.py, eval/uci_choosers.SearchChooser) in a thread of its own, reading `stop`,
+(eval/mcts.py, eval/uci/choosers.SearchChooser) in a thread of its own, reading `stop`,
 `ponderhit` and `isready` meanwhile: `go nodes M` runs M playouts, otherwise at most N, and
-`go movetime` or the clocks (eval/uci_go.time_budget, Move Overhead kept back) end it sooner;
+`go movetime` or the clocks (eval/uci/go.time_budget, Move Overhead kept back) end it sooner;
 `go infinite` searches until `stop`, `go ponder` until `ponderhit` (then on the clock) or
 `stop`; a batch still running when the move is due (or at `stop`) is left to finish while the
 move is answered from the tree. It sends an info line a second and a last one with the move;
@@ -44,7 +44,7 @@ the previous value, and every `go` gets its `bestmove`. A board's halfmove clock
 number above 999 is read by the model as 999 (model/predictor.py). `quit` or the end of
 input ends the engine with status 0; Ctrl-C (SIGINT) prints one line and exits with 130.
 
-The protocol loop (`UciServer`) takes any factory of move choosers (eval/uci_choosers.py), so
+The protocol loop (`UciServer`) takes any factory of move choosers (eval/uci/choosers.py), so
 it is tested with the real random and Stockfish agents (the hidden `--agent SPEC` flag) as well
 as with a trained model.
 """
@@ -69,7 +69,7 @@ from core.paths import resolve_path
 from core.values import centipawns
 from eval.engines import RandomAgent
 from eval.mcts import SearchInfo
-from eval.uci_choosers import (
+from eval.uci.choosers import (
     AgentChooser,
     AgentFactory,
     ChooserFactory,
@@ -81,8 +81,8 @@ from eval.uci_choosers import (
     SearchControl,
     label,
 )
-from eval.uci_go import GoParams, parse_go, time_budget
-from eval.uci_options import (
+from eval.uci.go import GoParams, parse_go, time_budget
+from eval.uci.options import (
     DEFAULT_WEIGHTS,
     UciError,
     UciOptions,

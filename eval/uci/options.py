@@ -10,7 +10,7 @@ fastchess send by default, each doing what it honestly can:
 | `ValueFile` | a BC model's value model (AV, SV): score, WDL, search values (default: see below) |
 | `Threads` | the most CPU threads the model's runtime uses; 0 = every CPU the engine may use |
 | `Hash` | MB the search's tree may take; a full tree stops growing (its search ends) |
-| `Move Overhead` | milliseconds kept back from the clock by the time management (eval.uci_go) |
+| `Move Overhead` | milliseconds kept back from the clock by the time management (eval.uci.go) |
 | `SyzygyPath` | accepted and kept; tablebases are not probed yet |
 | `UCI_ShowWDL` | `wdl W D L` (per mille) in the info line, from the model's win probability |
 | `Ponder` | set by GUIs that ponder: `bestmove` then names the expected reply |

@@ -18,7 +18,7 @@ as the reference writer does, and reads back as b"" without going through zstd.
 A sharded name like `dir/action_value@2148_data.bag` stands for 2148 files, from
 `dir/action_value-00000-of-02148_data.bag` to `…-02147-of-02148_data.bag`; see `expand_pattern`.
 
-The records inside are decoded by pipeline/bag_records.py.
+The records inside are decoded by pipeline/chessbench/records.py.
 """
 
 from __future__ import annotations

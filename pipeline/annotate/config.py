@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.action_values import Mode, limit_label
-from pipeline.annotate_journal import JOURNAL_EVERY, journal_dir
+from pipeline.annotate.journal import JOURNAL_EVERY, journal_dir
 from pipeline.engine import Limit
 from pipeline.portable import DEFAULT_GROUPS
 

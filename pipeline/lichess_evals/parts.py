@@ -1,4 +1,4 @@
-"""The Lichess evaluations import's parts (pipeline/import_lichess_evals.py): each a range of
+"""The Lichess evaluations import's parts (import_lichess_evals.py beside it): each a range of
 input lines written as its own boards and failures Parquet files plus a manifest, which makes it
 complete, so that an interrupted import resumes after its last complete part."""
 
@@ -20,7 +20,7 @@ from core.schema import (
     FAILURES_PREFIX,
     ROW_GROUP_SIZE,
 )
-from pipeline.lichess_evals import ENGINE, BadLine, Converted
+from pipeline.lichess_evals.lines import ENGINE, BadLine, Converted
 
 MAX_EXAMPLES = 5  # example errors kept per reason in stats.json
 FAILED_TEXT_CHARS = 200  # of a line with no FEN to show in the failures output

@@ -15,8 +15,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from core.schema import JOURNAL_RUN_FILE, SCHEMA_VERSION
 from pipeline import stats
-from pipeline.annotate_config import AnnotateConfig
-from pipeline.annotate_journal import delete_journal, list_journal_parts
+from pipeline.annotate.config import AnnotateConfig
+from pipeline.annotate.journal import delete_journal, list_journal_parts
 from pipeline.shards import clear_outputs, list_files
 
 

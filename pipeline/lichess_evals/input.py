@@ -1,4 +1,4 @@
-"""Reading the Lichess evaluation database (pipeline/import_lichess_evals.py): its bytes,
+"""Reading the Lichess evaluation database (import_lichess_evals.py beside it): its bytes,
 plain or zstd-compressed, in chunks, and the lines of those chunks, skipping the lines that
 earlier parts already imported."""
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.values import is_win_probability
-from pipeline.bag import BagFormatError, BagReader
+from pipeline.chessbench.bag import BagFormatError, BagReader
 
 Decoder = Callable[..., tuple]
 MAX_RANGES_NAMED = 5  # damaged record ranges a message names before "…"
@@ -51,7 +51,7 @@ def _concat(parts: list[tuple]) -> tuple:
 
 
 def decode_range(reader: BagReader, decode: Decoder, start: int, stop: int) -> Salvaged:
-    """Records start..stop-1 of `reader` through `decode` (a bag_records decoder), skipping
+    """Records start..stop-1 of `reader` through `decode` (a `records` decoder), skipping
     damaged records rather than failing on them; see the module doc."""
     parts: list[tuple] = []
     damaged: list[int] = []

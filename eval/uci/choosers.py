@@ -1,4 +1,4 @@
-"""Move choosers for the UCI engine (eval/uci.py): what plays a move once the protocol has
+"""Move choosers for the UCI engine (eval/uci/server.py): what plays a move once the protocol has
 the board, the moves allowed and the time it may take.
 
 - PolicyChooser: a trained model's policy, one batched network call per move, no search;
@@ -8,7 +8,7 @@ the board, the moves allowed and the time it may take.
   fallback when there is no model;
 - NeuralFactory / AgentFactory: build a chooser from the UCI options. NeuralFactory loads
   each (model, UseEMA) once, compiling every batch shape a move can need, and starts XLA's
-  thread pools with `Threads` threads (eval/threads.py).
+  thread pools with `Threads` threads (eval/uci/threads.py).
 
 A chooser that searches (`searches = True`) is run in a thread of its own, so that the
 engine reads `stop`, `ponderhit` and `isready` meanwhile; the others answer at once.
@@ -30,12 +30,12 @@ import numpy as np
 
 from core.game_end import terminal_value
 from core.paths import resolve_path
-from eval import threads
 from eval.engines import VALUE_TARGETS, Agent, NeuralAgent, make_agent, pick_index
 from eval.evaluators import make_evaluator
 from eval.mcts import SearchConfig, SearchInfo, SearchLimit, TreeSearch, max_nodes_for
-from eval.uci_go import GoParams
-from eval.uci_options import DEFAULT_WEIGHTS, UciOptions
+from eval.uci import threads
+from eval.uci.go import GoParams
+from eval.uci.options import DEFAULT_WEIGHTS, UciOptions
 
 # Seconds between the info lines of a running search.
 INFO_EVERY = 1.0
@@ -159,7 +159,7 @@ class SearchChooser:
     between the moves of a game (eval/mcts.py). A move's limit comes from its `go`:
 
     - `nodes N`: N playouts; otherwise at most `simulations` (the Simulations option);
-    - `movetime` or the clocks: the time budget too (eval/uci_go.py), whichever ends first,
+    - `movetime` or the clocks: the time budget too (eval/uci/go.py), whichever ends first,
       and no batch is started that would end past it;
     - `infinite`: until `stop`; `ponder`: up to the playouts above until `ponderhit`, then on
       with the clock's budget counted from the ponderhit (or until `stop`).

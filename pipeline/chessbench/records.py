@@ -17,7 +17,7 @@ import struct
 import numpy as np
 
 from core.targets import TARGETS
-from pipeline.bag import BagFormatError
+from pipeline.chessbench.bag import BagFormatError
 
 # The three record kinds: action value, state value, behavioural cloning.
 KINDS = TARGETS  # ChessBench keeps one target's records per bag

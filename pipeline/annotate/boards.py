@@ -20,8 +20,8 @@ from core.outputs import disk_full
 from core.progress import format_duration
 from pipeline import engine_slots, stats
 from pipeline.action_values import BoardAnnotator, BoardResult, Mode, NoLegalMoves
-from pipeline.annotate_config import EngineConfig
-from pipeline.annotate_journal import JOURNAL_EVERY, JournalWriter
+from pipeline.annotate.config import EngineConfig
+from pipeline.annotate.journal import JOURNAL_EVERY, JournalWriter
 from pipeline.engine import Limit, UciEngine
 from pipeline.portable import tagged
 

@@ -86,16 +86,16 @@ from core.schema import (
 )
 from pipeline import engine_slots, stats
 from pipeline.action_values import MODES
-from pipeline.annotate_config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
-from pipeline.annotate_games import stopping_input_error
-from pipeline.annotate_graph import build
-from pipeline.annotate_journal import (
+from pipeline.annotate.config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
+from pipeline.annotate.games import stopping_input_error
+from pipeline.annotate.graph import build
+from pipeline.annotate.journal import (
     JOURNAL_EVERY,
     JOURNAL_SECONDS,
     delete_journal,
     flush_open_writers,
 )
-from pipeline.annotate_output import annotate_identity, prepare_output
+from pipeline.annotate.output import annotate_identity, prepare_output
 from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, keep_line, scratch_tempdir, set_verbose
 from pipeline.card import write_card
 from pipeline.engine import EngineError, Limit, UciEngine
