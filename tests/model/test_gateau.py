@@ -202,7 +202,9 @@ def test_board_batches_put_each_value_on_its_move_edge(mixed):
 def test_a_value_for_an_illegal_move_is_named(make_rows, shard_writer, tmp_path):
     rows = make_rows(3, seed=2)
     rows[1]["moves"][0] = "a1h8"  # an action, but not legal on that board
-    with pytest.raises(DataError, match="'a1h8' is not one of its legal moves"):
+    # The loader's legality check (core/move_check.py) names it, with the file and row, before
+    # the graphs are built.
+    with pytest.raises(DataError, match=r"parquet: row 1 \(FEN .*\): move 'a1h8' is not legal"):
         BoardBatches(load_boards(str(shard_writer(rows, tmp_path, 1))), "av", 32, 2, seed=0)
 
 
