@@ -619,12 +619,6 @@ class BoardBatches(Batches):
         return batch
 
 
-def make_batches(backbone: str, data: BoardData, *args, **kwargs) -> Batches:
-    """The loader a backbone reads: (board, move) rows for the transformer, whole boards
-    for gateau. Arguments as Batches'."""
-    return (BoardBatches if backbone == "gateau" else Batches)(data, *args, **kwargs)
-
-
 def fingerprint(data: BoardData) -> dict:
     """What a resumed run checks to know it reads the same data."""
     return {"boards": data.num_boards, "pairs": data.num_pairs, "files": len(data.files)}
