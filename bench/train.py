@@ -45,6 +45,7 @@ from core import bins
 from core.actions import legal_actions, move_to_index
 from core.schema import board_files, make_board_row, shard_name, write_boards
 from core.tokenizer import tokenize
+from model.batch import Batch
 from model.data import Batches, load_boards
 from model.stream import StreamBatches, estimate_in_memory_bytes
 
@@ -226,10 +227,10 @@ def bench_stream_memory(directory: str, copies: int, memory_budget_gb: float) ->
     }
 
 
-def reference_sequences(batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def reference_sequences(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
     """The reference trainer's (sequences, loss mask) of an AV batch of this project's."""
     sequences = np.concatenate(
-        [batch["states"], batch["actions"][:, None], batch["targets"][:, None]], axis=1
+        [batch.states, batch.actions[:, None], batch.targets[:, None]], axis=1
     ).astype(np.uint32)
     mask = np.ones(sequences.shape, bool)
     mask[:, -1] = False  # their loaders train on the last token (the value bin) only
