@@ -261,7 +261,7 @@ def _brief(entry: dict) -> dict:
 # --- main -----------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.backbones", description=__doc__.split("\n\n")[0]
     )
@@ -292,7 +292,11 @@ def main(argv: list[str] | None = None) -> int:
                 args.baseline.append(spec)
             except ValueError:
                 log(f"baseline {spec!r} is not an agent here; left out")
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     gateau = config_lib.load(args.gateau_config)
     gateau_params = count_params(init_params(gateau))
     transformer = matching_transformer(gateau, gateau_params)

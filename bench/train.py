@@ -271,6 +271,28 @@ def peak_tflops_of(device_kind: str) -> float | None:
     return next((v for k, v in PEAK_TFLOPS.items() if device_kind.startswith(k)), None)
 
 
+def _time_in_turns(steppers: dict[str, list], batches: list) -> tuple[dict, dict, dict]:
+    """Runs each [step, state] of `steppers` over `batches` in turns, the first batch
+    compiling: (compile seconds, the times of the steps after WARM_STEPS, the last losses) by
+    name. The states in `steppers` end updated."""
+    import jax
+
+    compile_seconds, times, losses = {}, {name: [] for name in steppers}, {}
+    for name, entry in steppers.items():
+        start = time.perf_counter()
+        entry[1], loss = entry[0](entry[1], batches[0])
+        jax.block_until_ready(loss)
+        compile_seconds[name] = time.perf_counter() - start
+    for i, batch in enumerate(batches[1:]):
+        for name, entry in steppers.items():
+            start = time.perf_counter()
+            entry[1], loss = entry[0](entry[1], batch)
+            losses[name] = float(jax.block_until_ready(loss))
+            if i >= WARM_STEPS:
+                times[name].append(time.perf_counter() - start)
+    return compile_seconds, times, losses
+
+
 def bench_train_step(
     directory: str,
     size: str,
@@ -324,19 +346,7 @@ def bench_train_step(
     loader = Batches(load_boards(directory), "av", config.num_bins, batch_size, seed=0, prefetch=2)
     batches = [next(loader) for _ in range(steps + 1 + WARM_STEPS)]
     loader.close()
-    compile_seconds, times, losses = {}, {name: [] for name in steppers}, {}
-    for name, entry in steppers.items():
-        start = time.perf_counter()
-        entry[1], loss = entry[0](entry[1], batches[0])
-        jax.block_until_ready(loss)
-        compile_seconds[name] = time.perf_counter() - start
-    for i, batch in enumerate(batches[1:]):
-        for name, entry in steppers.items():
-            start = time.perf_counter()
-            entry[1], loss = entry[0](entry[1], batch)
-            losses[name] = float(jax.block_until_ready(loss))
-            if i >= WARM_STEPS:
-                times[name].append(time.perf_counter() - start)
+    compile_seconds, times, losses = _time_in_turns(steppers, batches)
     state = steppers["ours"][1]
     # The median step: one slow step (the allocator, a page fault, another process) must not
     # decide a ratio of a few steps.
