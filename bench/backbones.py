@@ -50,10 +50,11 @@ from eval.puzzles import read_puzzles
 from eval.suites import read_suite, run_suite
 from model import config as config_lib
 from model.config import Config
-from model.data import load_boards, make_batches
+from model.data import load_boards
 from model.network import init_params
 from model.predictor import Predictor
 from model.train import Placement, compile_train_step, init_state, train
+from model.train_data import make_batches
 from model.transformer import count_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,9 +119,7 @@ def train_rate(config: Config, data, seconds: float, state_and_step=None) -> dic
     else:
         state, step = state_and_step
     t = config.train
-    loader = make_batches(
-        config.model.backbone, data, t.target, t.num_bins, t.batch_size, seed=0, prefetch=2
-    )
+    loader = make_batches(config, data, prefetch=2)
     start = time.perf_counter()
     state, metrics = step(state, placement.global_batch(next(loader)))
     jax.block_until_ready(metrics)
@@ -262,7 +261,7 @@ def _brief(entry: dict) -> dict:
 # --- main -----------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.backbones", description=__doc__.split("\n\n")[0]
     )
@@ -293,7 +292,11 @@ def main(argv: list[str] | None = None) -> int:
                 args.baseline.append(spec)
             except ValueError:
                 log(f"baseline {spec!r} is not an agent here; left out")
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     gateau = config_lib.load(args.gateau_config)
     gateau_params = count_params(init_params(gateau))
     transformer = matching_transformer(gateau, gateau_params)

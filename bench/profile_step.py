@@ -205,6 +205,15 @@ def roofline(cost: dict, model_flops: float, device_kind: str, num_devices: int)
     return out
 
 
+def _keep_trace(out: str, name: str, trace_path: str, hlo: str) -> None:
+    """The trace (unless too large to keep) and the compiled HLO, in `out`."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    if os.path.getsize(trace_path) < 20 * 2**20:
+        Path(out, name + ".perfetto.json.gz").write_bytes(Path(trace_path).read_bytes())
+    with gzip.open(Path(out, name + ".hlo.txt.gz"), "wt") as f:
+        f.write(hlo)
+
+
 def profile_train_step(
     size: str,
     batch_size: int,
@@ -273,11 +282,7 @@ def profile_train_step(
                 trace = json.load(f)
             name = f"profile-{size}-{batch_size}" + (f"-{variant}" if variant else "")
             if out:
-                Path(out).mkdir(parents=True, exist_ok=True)
-                if os.path.getsize(trace_path) < 20 * 2**20:
-                    Path(out, name + ".perfetto.json.gz").write_bytes(Path(trace_path).read_bytes())
-                with gzip.open(Path(out, name + ".hlo.txt.gz"), "wt") as f:
-                    f.write(compiled.as_text())
+                _keep_trace(out, name, trace_path, compiled.as_text())
         step_ms = statistics.median(times) * 1e3
         device = jax.devices()[0]
         model_flops = train_flops_per_example(config) * batch_size

@@ -45,6 +45,7 @@ from core import bins
 from core.actions import legal_actions, move_to_index
 from core.schema import board_files, make_board_row, shard_name, write_boards
 from core.tokenizer import tokenize
+from model.batch import Batch
 from model.data import Batches, load_boards
 from model.stream import StreamBatches, estimate_in_memory_bytes
 
@@ -226,10 +227,10 @@ def bench_stream_memory(directory: str, copies: int, memory_budget_gb: float) ->
     }
 
 
-def reference_sequences(batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def reference_sequences(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
     """The reference trainer's (sequences, loss mask) of an AV batch of this project's."""
     sequences = np.concatenate(
-        [batch["states"], batch["actions"][:, None], batch["targets"][:, None]], axis=1
+        [batch.states, batch.actions[:, None], batch.targets[:, None]], axis=1
     ).astype(np.uint32)
     mask = np.ones(sequences.shape, bool)
     mask[:, -1] = False  # their loaders train on the last token (the value bin) only
@@ -268,6 +269,28 @@ def reference_trainer(ref, config):
 def peak_tflops_of(device_kind: str) -> float | None:
     """The dense bf16 peak of one device of this kind (PEAK_TFLOPS), None when unknown."""
     return next((v for k, v in PEAK_TFLOPS.items() if device_kind.startswith(k)), None)
+
+
+def _time_in_turns(steppers: dict[str, list], batches: list) -> tuple[dict, dict, dict]:
+    """Runs each [step, state] of `steppers` over `batches` in turns, the first batch
+    compiling: (compile seconds, the times of the steps after WARM_STEPS, the last losses) by
+    name. The states in `steppers` end updated."""
+    import jax
+
+    compile_seconds, times, losses = {}, {name: [] for name in steppers}, {}
+    for name, entry in steppers.items():
+        start = time.perf_counter()
+        entry[1], loss = entry[0](entry[1], batches[0])
+        jax.block_until_ready(loss)
+        compile_seconds[name] = time.perf_counter() - start
+    for i, batch in enumerate(batches[1:]):
+        for name, entry in steppers.items():
+            start = time.perf_counter()
+            entry[1], loss = entry[0](entry[1], batch)
+            losses[name] = float(jax.block_until_ready(loss))
+            if i >= WARM_STEPS:
+                times[name].append(time.perf_counter() - start)
+    return compile_seconds, times, losses
 
 
 def bench_train_step(
@@ -323,19 +346,7 @@ def bench_train_step(
     loader = Batches(load_boards(directory), "av", config.num_bins, batch_size, seed=0, prefetch=2)
     batches = [next(loader) for _ in range(steps + 1 + WARM_STEPS)]
     loader.close()
-    compile_seconds, times, losses = {}, {name: [] for name in steppers}, {}
-    for name, entry in steppers.items():
-        start = time.perf_counter()
-        entry[1], loss = entry[0](entry[1], batches[0])
-        jax.block_until_ready(loss)
-        compile_seconds[name] = time.perf_counter() - start
-    for i, batch in enumerate(batches[1:]):
-        for name, entry in steppers.items():
-            start = time.perf_counter()
-            entry[1], loss = entry[0](entry[1], batch)
-            losses[name] = float(jax.block_until_ready(loss))
-            if i >= WARM_STEPS:
-                times[name].append(time.perf_counter() - start)
+    compile_seconds, times, losses = _time_in_turns(steppers, batches)
     state = steppers["ours"][1]
     # The median step: one slow step (the allocator, a page fault, another process) must not
     # decide a ratio of a few steps.

@@ -100,6 +100,38 @@ def sigint_deferred() -> Iterator[None]:
             os.kill(os.getpid(), signal.SIGINT)
 
 
+class StopRequests:
+    """Within the block, SIGTERM and SIGINT ask a loop with a safe point of its own (training)
+    to stop there: `signal` is the first one received, None before. A second SIGINT interrupts
+    at once (KeyboardInterrupt, or whatever SIGINT's handler was). A signal ignored when the
+    block starts (SIGINT under nohup) stays ignored. In the main thread only; elsewhere the
+    block changes nothing."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._previous: dict[int, object] = {}
+
+    @property
+    def signal(self) -> int | None:
+        return self.received[0] if self.received else None
+
+    def _request(self, number: int, _frame: object) -> None:
+        self.received.append(number)
+        if number == signal.SIGINT:  # a second Ctrl-C interrupts at once
+            signal.signal(signal.SIGINT, self._previous[signal.SIGINT])
+
+    def __enter__(self) -> StopRequests:
+        if threading.current_thread() is threading.main_thread():
+            for number in SIGNALS:
+                if signal.getsignal(number) != signal.SIG_IGN:
+                    self._previous[number] = signal.signal(number, self._request)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+
+
 def descendants(pid: int) -> list[int]:
     """The processes below `pid` (children first), from /proc; empty where there is none."""
     parents: dict[int, list[int]] = {}

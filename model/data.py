@@ -42,6 +42,7 @@ from core.schema import board_files, read_board_file
 from core.targets import Target, target_kind
 from core.tokenizer import tokenize_batch
 from model import graph
+from model.batch import Batch
 
 # The columns the loaders read (model.stream counts some of them alone).
 BOARD_COLUMNS = ["fen", "count", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
@@ -316,9 +317,9 @@ class PrefetchedBatches:
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._inline: Iterator[tuple[dict[str, np.ndarray], int]] | None = None
+        self._inline: Iterator[tuple[Batch, int]] | None = None
 
-    def _generate(self, position: int) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+    def _generate(self, position: int) -> Iterator[tuple[Batch, int]]:
         """The batches from global position `position` on, each with the position after it."""
         raise NotImplementedError
 
@@ -344,10 +345,10 @@ class PrefetchedBatches:
         except BaseException as e:  # handed to the consumer, which re-raises it
             self._put((e, None))
 
-    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+    def __iter__(self) -> Iterator[Batch]:
         return self
 
-    def __next__(self) -> dict[str, np.ndarray]:
+    def __next__(self) -> Batch:
         if self.prefetch <= 0:
             if self._inline is None:
                 self._inline = self._generate(self._position)
@@ -390,10 +391,11 @@ class PrefetchedBatches:
 class Batches(PrefetchedBatches):
     """Batches of a view from a given position: deterministic, resumable, prefetched.
 
-    Iterating yields dicts of numpy arrays: `states` (b, 77) uint8, `actions` (b,) int32 for
-    AV, and `targets` (b,) int32 (bin or action) or, with hl_gauss, (b, K) float32 soft
-    targets. b = batch_size / process_count: with several processes (hosts), process p takes
-    rows p*b:(p+1)*b of every global batch. `position` counts global examples handed out.
+    Iterating yields Batch records (model/batch.py) of numpy arrays: `states` (b, 77) uint8,
+    `actions` (b,) int32 for AV, and `targets` (b,) int32 (bin or action) or, with hl_gauss,
+    (b, K) float32 soft targets. b = batch_size / process_count: with several processes
+    (hosts), process p takes rows p*b:(p+1)*b of every global batch. `position` counts global
+    examples handed out.
     """
 
     def __init__(
@@ -468,21 +470,17 @@ class Batches(PrefetchedBatches):
             out[mask] = self._order(int(e))[offsets[mask]]
         return out
 
-    def make_batch(self, position: int) -> dict[str, np.ndarray]:
+    def make_batch(self, position: int) -> Batch:
         items = self.indices(position)[self._local]
         view = self.view
-        batch = {"states": self.data.states[view.board[items]]}
-        if view.action is not None:
-            batch["actions"] = view.action[items]
         if self.hl_gauss:
-            batch["targets"] = bins.hl_gauss_targets(
-                view.value[items], self.num_bins, self.sigma_ratio
-            )
+            targets = bins.hl_gauss_targets(view.value[items], self.num_bins, self.sigma_ratio)
         else:
-            batch["targets"] = view.label[items]
-        return batch
+            targets = view.label[items]
+        actions = None if view.action is None else view.action[items]
+        return Batch(self.data.states[view.board[items]], targets, actions)
 
-    def _generate(self, position: int) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+    def _generate(self, position: int) -> Iterator[tuple[Batch, int]]:
         while True:
             yield self.make_batch(position), position + self.batch_size
             position += self.batch_size
@@ -593,36 +591,27 @@ class BoardBatches(Batches):
         self.width = graph.edge_bucket(int(counts.max()) if len(counts) else 0, self.EDGE_STEP)
         return view
 
-    def make_batch(self, position: int) -> dict[str, np.ndarray]:
+    def make_batch(self, position: int) -> Batch:
         items = self.indices(position)[self._local]
         board = self.view.board[items]
         edges = graph.pad_edges(self.boards.graphs, board, self.width)
         edge_index = edges.pop("edge_index")
-        batch = {"states": self.data.states[board], **edges}
         view = self.view
         kind = target_kind(view.target)
+        mask = None
         if kind.masked_loss:  # a value per move edge, the loss on the valued ones
             values = np.where(edge_index >= 0, self.boards.edge_win_probs[edge_index], np.nan)
             mask = ~np.isnan(values)
             values = np.where(mask, values, 0.0)
-            batch["target_mask"] = mask
             if self.hl_gauss:
-                batch["targets"] = bins.hl_gauss_targets(values, self.num_bins, self.sigma_ratio)
+                targets = bins.hl_gauss_targets(values, self.num_bins, self.sigma_ratio)
             else:
-                batch["targets"] = bins.to_bins(values, self.num_bins)
+                targets = bins.to_bins(values, self.num_bins)
         elif kind.value_head and self.hl_gauss:
-            batch["targets"] = bins.hl_gauss_targets(
-                view.value[items], self.num_bins, self.sigma_ratio
-            )
+            targets = bins.hl_gauss_targets(view.value[items], self.num_bins, self.sigma_ratio)
         else:
-            batch["targets"] = view.label[items]
-        return batch
-
-
-def make_batches(backbone: str, data: BoardData, *args, **kwargs) -> Batches:
-    """The loader a backbone reads: (board, move) rows for the transformer, whole boards
-    for gateau. Arguments as Batches'."""
-    return (BoardBatches if backbone == "gateau" else Batches)(data, *args, **kwargs)
+            targets = view.label[items]
+        return Batch(self.data.states[board], targets, target_mask=mask, **edges)
 
 
 def fingerprint(data: BoardData) -> dict:

@@ -3,7 +3,7 @@ row group at a time, in memory bounded by a budget whatever the size of the data
 
 `model.data.Batches` holds the whole table on every host (BYTES_PER_BOARD per board and
 BYTES_PER_ACTION_VALUE per action value, and Batches' view and orders on top); the paper's
-15.3B action values cannot fit. `StreamBatches` yields the same batch dicts under the same
+15.3B action values cannot fit. `StreamBatches` yields the same Batch records under the same
 protocol (`position`, `epoch`, `close`, a prefetch thread), from a list of shard files:
 
 1. Shards to hosts. The sorted file list is permuted with rng(seed); host p owns the files
@@ -78,6 +78,7 @@ from core import bins
 from core.schema import BoardFile, read_metadata
 from core.targets import TargetKind, target_kind
 from core.tokenizer import SEQUENCE_LENGTH
+from model.batch import Batch
 from model.data import (
     BOARD_COLUMNS,
     DataError,
@@ -530,7 +531,7 @@ class StreamBatches(PrefetchedBatches):
             )
         return items
 
-    def _generate(self, position: int) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+    def _generate(self, position: int) -> Iterator[tuple[Batch, int]]:
         if position % self.process_count:
             raise ValueError(f"position {position} is not divisible by {self.process_count} hosts")
         epoch, block, window, at = self.locate(position // self.process_count)
@@ -550,21 +551,16 @@ class StreamBatches(PrefetchedBatches):
             yield self._batch(parts), position
             builder.prepare(at / len(current))
 
-    def _batch(self, parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    def _batch(self, parts: list[dict[str, np.ndarray]]) -> Batch:
         if len(parts) == 1:
             joined = parts[0]
         else:
             joined = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
-        batch = {"states": joined["states"]}
-        if "actions" in joined:
-            batch["actions"] = joined["actions"]
         if self.hl_gauss:
-            batch["targets"] = bins.hl_gauss_targets(
-                joined["target"], self.num_bins, self.sigma_ratio
-            )
+            targets = bins.hl_gauss_targets(joined["target"], self.num_bins, self.sigma_ratio)
         else:
-            batch["targets"] = joined["target"]
-        return batch
+            targets = joined["target"]
+        return Batch(joined["states"], targets, joined.get("actions"))
 
 
 class _WindowBuilder:

@@ -17,6 +17,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from model import gateau, network
+from model.batch import Batch
 from model.config import Config, ModelConfig, TrainConfig
 from model.devices import compute_dtype
 from model.network import init_params
@@ -66,9 +67,9 @@ def make_loss(config: Config) -> Callable:
     model = build(config)
     dtype = compute_dtype(config.train.dtype)
 
-    def loss(params, batch):
-        log_probs = model.apply(cast(params, dtype), batch["states"], batch.get("actions"))
-        nll, hard = _cross_entropy(log_probs, batch["targets"])
+    def loss(params, batch: Batch):
+        log_probs = model.apply(cast(params, dtype), batch.states, batch.actions)
+        nll, hard = _cross_entropy(log_probs, batch.targets)
         mean = nll.mean()
         accuracy = (jnp.argmax(log_probs, axis=-1) == hard).mean()
         return mean, {"loss": mean, "accuracy": accuracy}
@@ -92,18 +93,18 @@ def _make_graph_loss(config: Config) -> Callable:
     model = gateau.build(config)
     dtype = compute_dtype(config.train.dtype)
 
-    def loss(params, batch):
+    def loss(params, batch: Batch):
         log_probs = model.apply(
             cast(params, dtype),
-            batch["states"],
-            batch["senders"],
-            batch["receivers"],
-            batch["kinds"],
+            batch.states,
+            batch.senders,
+            batch.receivers,
+            batch.kinds,
         )
-        nll, hard = _cross_entropy(log_probs, batch["targets"])
+        nll, hard = _cross_entropy(log_probs, batch.targets)
         right = jnp.argmax(log_probs, axis=-1) == hard
-        if "target_mask" in batch:
-            mask = batch["target_mask"]
+        if batch.target_mask is not None:
+            mask = batch.target_mask
             count = mask.sum()
             mean = jnp.where(mask, nll, 0.0).sum() / jnp.maximum(count, 1)
             accuracy = jnp.where(mask, right, False).sum() / jnp.maximum(count, 1)
@@ -120,7 +121,7 @@ def make_train_step(config: Config, optimizer: optax.GradientTransformation) -> 
     loss = make_loss(config)
     decay = config.train.ema_decay
 
-    def step(state: TrainState, batch) -> tuple[TrainState, dict]:
+    def step(state: TrainState, batch: Batch) -> tuple[TrainState, dict]:
         grads, metrics = jax.grad(loss, has_aux=True)(state.params, batch)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
@@ -175,9 +176,9 @@ class Placement:
         wait = devices[0].platform == "cpu" and len(devices) > 1
         return cls(mesh, NamedSharding(mesh, P()), NamedSharding(mesh, P(DATA_AXIS)), wait)
 
-    def global_batch(self, local: dict[str, np.ndarray]) -> dict[str, jax.Array]:
+    def global_batch(self, local: Batch) -> Batch:
         """This process's rows -> arrays sharded over the data axis of all processes."""
-        return {k: jax.make_array_from_process_local_data(self.batch, v) for k, v in local.items()}
+        return jax.tree.map(lambda v: jax.make_array_from_process_local_data(self.batch, v), local)
 
 
 def init_state(config: Config, placement: Placement) -> TrainState:

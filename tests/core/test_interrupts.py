@@ -97,3 +97,35 @@ def test_outside_a_signal_the_block_leaves_stderr_and_the_handlers_as_they_were(
     lines = result.stderr.splitlines()
     assert lines[:3] == ["from the block", "from a child", "after"]
     assert lines[-1] == "KeyboardInterrupt" and result.returncode != 0
+
+
+def test_stop_requests_record_the_signal_and_a_second_ctrl_c_interrupts():
+    from core.interrupts import StopRequests
+
+    before = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    with StopRequests() as stops:
+        assert stops.signal is None
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)  # delivered to the main thread at its next bytecode
+        assert stops.signal == signal.SIGTERM
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        assert stops.received == [signal.SIGTERM, signal.SIGINT]
+        with pytest.raises(KeyboardInterrupt):  # the second Ctrl-C: SIGINT's own handler
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+    assert {number: signal.getsignal(number) for number in before} == before
+
+
+def test_stop_requests_leave_an_ignored_signal_ignored():
+    from core.interrupts import StopRequests
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as under nohup
+    try:
+        with StopRequests() as stops:
+            assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            assert stops.signal is None
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -49,16 +49,16 @@ def test_load_flattens_every_pair_in_file_order(rows, data):
 def decode_av(data, batch):
     """(fen, move) of each AV example, read back through the token arrays."""
     fen_of = {bytes(s): f for s, f in zip(data.states, data.fens, strict=True)}
-    return [(fen_of[bytes(s)], a) for s, a in zip(batch["states"], batch["actions"], strict=True)]
+    return [(fen_of[bytes(s)], a) for s, a in zip(batch.states, batch.actions, strict=True)]
 
 
 def test_av_batches_hold_the_right_targets(rows, data):
     truth = {(f, move_to_index(m)): p for f, m, p in pairs_of(rows)}
     batches = Batches(data, "av", 32, batch_size=50, seed=3, prefetch=0)
     batch = next(batches)
-    assert batch["states"].shape == (50, 77) and batch["targets"].shape == (50,)
+    assert batch.states.shape == (50, 77) and batch.targets.shape == (50,)
     probs = np.array([truth[key] for key in decode_av(data, batch)], np.float32)
-    np.testing.assert_array_equal(batch["targets"], bins.to_bins(probs, 32))
+    np.testing.assert_array_equal(batch.targets, bins.to_bins(probs, 32))
 
 
 def test_sv_and_bc_views_are_boards(rows, data):
@@ -70,7 +70,7 @@ def test_sv_and_bc_views_are_boards(rows, data):
     )
     np.testing.assert_array_equal(bc.label, [move_to_index(r["best_move"]) for r in rows])
     batch = next(Batches(data, "bc", 128, batch_size=8, seed=0, prefetch=0))
-    assert "actions" not in batch and batch["targets"].dtype == np.int32
+    assert batch.actions is None and batch.targets.dtype == np.int32
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_no_av_examples_says_the_partial_boards_were_left_out(mixed, tmp_path, s
     with pytest.raises(DataError, match="10 of 10 boards are partial.*av_partial"):
         Batches(data, "av", 32, batch_size=4, seed=0, prefetch=0)
     batch = next(Batches(data, "av", 32, batch_size=4, seed=0, prefetch=0, av_partial=True))
-    assert batch["actions"].shape == (4,)
+    assert batch.actions.shape == (4,)
 
 
 def test_an_epoch_visits_every_pair_once_shuffled_across_shards(data):
@@ -163,7 +163,7 @@ def test_weighted_sampler_follows_count(tmp_path, make_rows, shard_writer):
     for kind, counter in (("weighted", seen), ("uniform", uniform)):
         batches = Batches(data, "sv", 128, batch_size=200, seed=0, sampler=kind, prefetch=0)
         for batch in itertools.islice(batches, 100):
-            counter.update(bytes(s) for s in batch["states"])
+            counter.update(bytes(s) for s in batch.states)
     heavy = sum(n for i, n in enumerate(_by_board(data, seen)) if i % 2)
     light = sum(n for i, n in enumerate(_by_board(data, seen)) if not i % 2)
     assert 8.0 < heavy / light < 10.0
@@ -190,8 +190,8 @@ def test_a_resumed_loader_continues_exactly(data, prefetch):
     with make(position) as resumed:
         tail = [next(resumed) for _ in range(27)]
     for a, b in zip(expected, head + tail, strict=True):
-        for key in a:
-            np.testing.assert_array_equal(a[key], b[key])
+        for key, value in a.arrays().items():
+            np.testing.assert_array_equal(value, b.arrays()[key])
 
 
 def test_processes_split_each_global_batch(data):
@@ -200,14 +200,14 @@ def test_processes_split_each_global_batch(data):
         next(Batches(data, "av", 128, 12, seed=2, prefetch=0, process_index=p, process_count=3))
         for p in range(3)
     ]
-    for key in whole:
-        np.testing.assert_array_equal(whole[key], np.concatenate([p[key] for p in parts]))
+    for key, value in whole.arrays().items():
+        np.testing.assert_array_equal(value, np.concatenate([p.arrays()[key] for p in parts]))
 
 
 def test_hl_gauss_targets_are_distributions_around_the_value(data):
     batch = next(Batches(data, "av", 32, batch_size=16, seed=0, hl_gauss=True, prefetch=0))
-    hard = next(Batches(data, "av", 32, batch_size=16, seed=0, prefetch=0))["targets"]
-    soft = batch["targets"]
+    hard = next(Batches(data, "av", 32, batch_size=16, seed=0, prefetch=0)).targets
+    soft = batch.targets
     assert soft.shape == (16, 32)
     np.testing.assert_allclose(soft.sum(axis=1), 1.0, rtol=1e-5)
     assert np.all(np.abs(soft.argmax(axis=1) - hard) <= 1)

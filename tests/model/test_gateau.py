@@ -172,21 +172,21 @@ def test_board_batches_put_each_value_on_its_move_edge(mixed):
     batches = BoardBatches(data, "av", 32, batch_size=24, seed=0, prefetch=0, av_partial=True)
     batch = next(batches)
     widest = batches.boards.graphs.edge_counts().max()
-    assert batch["senders"].shape[1] == batches.width == graph.edge_bucket(widest, 32)
-    for row_index, tokens in enumerate(batch["states"]):
+    assert batch.senders.shape[1] == batches.width == graph.edge_bucket(widest, 32)
+    for row_index, tokens in enumerate(batch.states):
         fen = data.fens[np.flatnonzero((data.states == tokens).all(1))[0]]
         row = by_fen[fen]
         board = chess.Board(fen)
         _, graphs = None, graph.encode_boards([board])
         n = graphs.edge_counts()[0]
         valued = {move_to_index(m): p for m, p in zip(row["moves"], row["win_probs"], strict=True)}
-        mask = batch["target_mask"][row_index]
+        mask = batch.target_mask[row_index]
         expected_mask = np.isin(graphs.actions, list(valued))
         # Loss only on the valued move edges: never an attack, padding or unvalued move.
         np.testing.assert_array_equal(mask[:n], expected_mask)
         assert not mask[n:].any()
         wanted = [bins.to_bins(np.float32(valued[a]), 32) for a in graphs.actions[expected_mask]]
-        np.testing.assert_array_equal(batch["targets"][row_index][:n][expected_mask], wanted)
+        np.testing.assert_array_equal(batch.targets[row_index][:n][expected_mask], wanted)
     # Without av_partial the partial boards are left out, as in the row view.
     complete = BoardBatches(data, "av", 32, batch_size=4, seed=0, prefetch=0)
     assert len(complete.view) == 12
@@ -217,15 +217,15 @@ def test_the_loss_counts_valued_move_edges_only(mixed):
     value, metrics = loss(params, batch)
     log_probs = np.asarray(
         gateau.build(config).apply(
-            params, batch["states"], batch["senders"], batch["receivers"], batch["kinds"]
+            params, batch.states, batch.senders, batch.receivers, batch.kinds
         )
     )
-    mask = batch["target_mask"]
-    nll = -np.take_along_axis(log_probs, batch["targets"][..., None], -1)[..., 0]
+    mask = batch.target_mask
+    nll = -np.take_along_axis(log_probs, batch.targets[..., None], -1)[..., 0]
     np.testing.assert_allclose(float(value), nll[mask].mean(), rtol=1e-5)
     np.testing.assert_allclose(float(metrics["values_per_board"]), mask.sum() / 24, rtol=1e-6)
     # Targets where the mask is off do not matter.
-    scrambled = dict(batch, targets=np.where(mask, batch["targets"], 7))
+    scrambled = batch._replace(targets=np.where(mask, batch.targets, 7))
     # Exact on purpose: one compiled program on inputs of one shape, in which the masked-off
     # terms are exact zeros whatever their targets, so the sums are the same bits anywhere.
     assert float(loss(params, scrambled)[0]) == float(value)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from model import config as config_lib
+from model.batch import Batch
 from model.checkpoint import load_params
 from model.train import train
 
@@ -73,9 +74,7 @@ def test_every_matrix_product_of_a_bfloat16_step_multiplies_bfloat16(target):
         }
     )
     states, actions = example_inputs(config, batch=4)
-    batch = {"states": states, "targets": np.zeros((4,), np.int32)}
-    if actions is not None:
-        batch["actions"] = actions
+    batch = Batch(states, np.zeros((4,), np.int32), actions)
     params = init_params(config)
     jaxpr = jax.make_jaxpr(jax.grad(lambda p: make_loss(config)(p, batch)[0]))(params)
 

@@ -94,9 +94,11 @@ def make(files, target="av", **kwargs) -> StreamBatches:
 def take(loader, n: int) -> dict[str, np.ndarray]:
     """The next n items of a loader, its batches joined (the last one cut)."""
     batches = []
-    while sum(len(b["targets"]) for b in batches) < n:
+    while sum(len(b.targets) for b in batches) < n:
         batches.append(next(loader))
-    return {key: np.concatenate([b[key] for b in batches])[:n] for key in batches[0]}
+    return {
+        key: np.concatenate([b.arrays()[key] for b in batches])[:n] for key in batches[0].arrays()
+    }
 
 
 def keys(rows, items, target) -> list:

@@ -11,6 +11,7 @@ import pytest
 from core import bins
 from core.actions import legal_actions, move_to_index
 from core.tokenizer import tokenize_batch
+from model.batch import Batch
 from model.config import Config, ModelConfig, TrainConfig
 from model.import_reference import to_project
 from model.train import Placement, TrainState, compile_train_step, make_loss, make_optimizer
@@ -43,17 +44,16 @@ def batches(ref, boards, target: str, count: int, seed: int):
         np.testing.assert_array_equal(states, their_states)
         actions = np.array([move_to_index(m) for m in moves], np.int32)
         np.testing.assert_array_equal(actions, [ref.utils.MOVE_TO_ACTION[m] for m in moves])
-        ours = {"states": states}
         if target == "av":
-            ours |= {"actions": actions, "targets": bins.to_bins(probs, 128).astype(np.int32)}
+            ours = Batch(states, bins.to_bins(probs, 128).astype(np.int32), actions)
             tail = [actions[:, None], theirs_bins[:, None]]
         elif target == "sv":
-            ours |= {"targets": bins.to_bins(probs, 128).astype(np.int32)}
+            ours = Batch(states, bins.to_bins(probs, 128).astype(np.int32))
             tail = [theirs_bins[:, None]]
         else:
-            ours |= {"targets": actions}
+            ours = Batch(states, actions)
             tail = [actions[:, None]]
-        np.testing.assert_array_equal(ours["targets"], np.concatenate(tail, axis=1)[:, -1])
+        np.testing.assert_array_equal(ours.targets, np.concatenate(tail, axis=1)[:, -1])
         sequences = np.concatenate([their_states, *tail], axis=1).astype(np.uint32)
         mask = np.ones(sequences.shape, bool)
         mask[:, -1] = False  # their loaders' mask: the loss is on the last token only
