@@ -13,6 +13,7 @@ import shutil
 import time
 from collections.abc import Iterator
 
+from core.engine_settings import SearchLimit
 from core.interrupts import exit_code
 from core.positions import position_key
 from core.schema import board_files, read_boards
@@ -38,7 +39,6 @@ from model.checkpoint import checkpoints_dir, latest_complete_step
 from model.predictor import Predictor
 from model.train import train as train_model
 from pipeline import select_boards, selfplay
-from pipeline.engine import Limit
 from pipeline.exclude import load_exclusions
 from pipeline.overlap import overlap
 
@@ -54,7 +54,7 @@ def positions(scale: Scale, paths: Paths, steps: StepLog) -> dict:
         config = selfplay.SelfPlayConfig(
             games=count,
             out=str(path),
-            limit=Limit.parse(scale.selfplay_limit),
+            limit=SearchLimit.parse(scale.selfplay_limit),
             seed=seed,
             random_plies=6,
             random_prob=0.05,

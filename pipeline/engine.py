@@ -27,6 +27,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from core.engine_settings import SearchLimit
 from core.values import Score
 
 
@@ -44,49 +45,6 @@ class EngineTimeout(EngineError):
 
 class EngineProtocolError(EngineError):
     pass
-
-
-@dataclass(frozen=True)
-class Limit:
-    """How long each (state, action) search runs: `nodes=N` or `time=SECONDS`."""
-
-    kind: str  # "nodes" | "time"
-    value: float
-
-    @classmethod
-    def parse(cls, text: str) -> Limit:
-        kind, sep, raw = text.partition("=")
-        kind = kind.strip().lower()
-        try:
-            value = float(raw)
-        except ValueError:
-            value = float("nan")
-        if not sep or kind not in ("nodes", "time") or not value > 0:
-            raise ValueError(f"limit {text!r} is not nodes=N or time=SECONDS (e.g. nodes=2000)")
-        if kind == "nodes":
-            if value != int(value):
-                raise ValueError(f"limit {text!r}: nodes must be a whole number")
-            value = int(value)
-        return cls(kind, value)
-
-    def __str__(self) -> str:
-        return f"{self.kind}={self.value:g}" if self.kind == "time" else f"nodes={self.value}"
-
-    @property
-    def go_args(self) -> str:
-        if self.kind == "nodes":
-            return f"nodes {self.value}"
-        return f"movetime {max(1, round(self.value * 1000))}"
-
-    @property
-    def deterministic(self) -> bool:
-        return self.kind == "nodes"
-
-    def watchdog_seconds(self) -> float:
-        """Silence after which a search is deemed hung: generous, so only real hangs trip it."""
-        if self.kind == "time":
-            return 10.0 + 20.0 * self.value
-        return 10.0 + self.value / 20_000  # assumes >= 20k nodes/s even on a starved core
 
 
 @dataclass(frozen=True)
@@ -114,7 +72,7 @@ class _Job:
 
     fen: str
     moves: tuple[str, ...] | None
-    limit: Limit
+    limit: SearchLimit
     submitted: float
     played: tuple[str, ...] = ()
     new_game: bool = True
@@ -367,7 +325,7 @@ class UciEngine:
         """Boards submitted and not yet collected."""
         return len(self._queue)
 
-    def submit(self, fen: str, moves: list[str], limit: Limit) -> None:
+    def submit(self, fen: str, moves: list[str], limit: SearchLimit) -> None:
         """Queues one board: a clear, then one search per move restricted to that root move.
 
         With a node limit the commands are written at once, behind any board still
@@ -380,7 +338,7 @@ class UciEngine:
     def submit_root(
         self,
         fen: str,
-        limit: Limit,
+        limit: SearchLimit,
         played: tuple[str, ...] | list[str] = (),
         new_game: bool = True,
     ) -> None:
@@ -392,7 +350,7 @@ class UciEngine:
 
     def _enqueue(self, job: _Job) -> None:
         self._queue.append(job)
-        if job.limit.kind == "nodes":
+        if job.limit.deterministic:
             self._send(job.commands())
 
     def set_multipv(self, lines: int) -> None:
@@ -416,7 +374,7 @@ class UciEngine:
             wanted, queued = ("collect_root", "submit") if not root else ("collect", "submit_root")
             raise RuntimeError(f"the oldest board was queued by {queued}: use {wanted}")
         job = self._queue.popleft()
-        if job.limit.kind != "nodes":
+        if not job.limit.deterministic:
             return job, None
         output = self._read_answers(job.searches, self.timeout or job.limit.watchdog_seconds())
         now = time.perf_counter()
@@ -466,7 +424,7 @@ class UciEngine:
     def search(
         self,
         fen: str,
-        limit: Limit,
+        limit: SearchLimit,
         played: tuple[str, ...] | list[str] = (),
         new_game: bool = True,
     ) -> RootSearch:
@@ -476,14 +434,14 @@ class UciEngine:
         self.submit_root(fen, limit, played, new_game)
         return self.collect_root()
 
-    def search_moves(self, fen: str, moves: list[str], limit: Limit) -> list[MoveSearch]:
+    def search_moves(self, fen: str, moves: list[str], limit: SearchLimit) -> list[MoveSearch]:
         """One board's searches, start to finish (`submit` then `collect`)."""
         if self._queue:
             raise RuntimeError("search_moves with boards still queued: collect them first")
         self.submit(fen, moves, limit)
         return self.collect()
 
-    def timed_search(self, fen: str, limit: Limit) -> tuple[int, int]:
+    def timed_search(self, fen: str, limit: SearchLimit) -> tuple[int, int]:
         """One unrestricted search after a clear: (nodes, milliseconds), as the engine counts.
 
         Benchmarks use it for the engine's own speed, free of any client overhead.

@@ -73,6 +73,7 @@ from core.cli import (
     positive_int,
 )
 from core.engine_path import find_engine
+from core.engine_settings import SearchLimit
 from core.interrupts import stop_on_signals
 from core.outputs import check_dir, disk_full, disk_full_line, quiet_disk_full
 from core.progress import format_duration, print_result
@@ -98,7 +99,7 @@ from pipeline.annotate.journal import (
 from pipeline.annotate.output import annotate_identity, prepare_output
 from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, keep_line, scratch_tempdir, set_verbose
 from pipeline.card import write_card
-from pipeline.engine import EngineError, Limit, UciEngine
+from pipeline.engine import EngineError, UciEngine
 from pipeline.exclude import Exclusions, load_exclusions
 from pipeline.portable import DEFAULT_GROUPS, for_workers, runner_args
 from pipeline.sources import expand_inputs
@@ -135,7 +136,7 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--limit",
         default=DEFAULT_LIMIT,
-        type=Limit.parse,
+        type=SearchLimit.parse,
         help="each search's limit: nodes=N (reproducible) or time=SECONDS "
         f"(the paper: time=0.05); default {DEFAULT_LIMIT}",
     )
@@ -280,7 +281,11 @@ def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
         args,
         inputs=tuple(args.inputs),
         engine=EngineConfig(
-            args.engine, args.threads, args.hash_mb, args.engine_timeout, args.retries
+            path=args.engine,
+            threads=args.threads,
+            hash_mb=args.hash_mb,
+            timeout=args.engine_timeout,
+            retries=args.retries,
         ),
         exclude=tuple(args.exclude),
     )

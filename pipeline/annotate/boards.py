@@ -16,13 +16,14 @@ from collections.abc import Iterable
 import apache_beam as beam
 
 from core.engine_path import find_engine
+from core.engine_settings import SearchLimit
 from core.outputs import disk_full
 from core.progress import format_duration
 from pipeline import engine_slots, stats
 from pipeline.action_values import BoardAnnotator, BoardResult, Mode, NoLegalMoves
 from pipeline.annotate.config import EngineConfig
 from pipeline.annotate.journal import JOURNAL_EVERY, JournalWriter
-from pipeline.engine import Limit, UciEngine
+from pipeline.engine import UciEngine
 from pipeline.portable import tagged
 
 ROWS_TAG = "rows"
@@ -121,7 +122,7 @@ class AnnotateBoards(beam.DoFn):
     def __init__(
         self,
         engine: EngineConfig,
-        limit: Limit,
+        limit: SearchLimit,
         progress_seconds: float,
         workers: int,
         journal: str | None = None,
@@ -154,7 +155,7 @@ class AnnotateBoards(beam.DoFn):
         )
         # Start now: an engine that cannot run fails the job here, with its own error.
         self._engine_name = self._annotator.start().name
-        self._lookahead = 1 if self.limit.kind == "nodes" else 0
+        self._lookahead = 1 if self.limit.deterministic else 0
         self._progress = WorkerProgress(self.progress_seconds, self.workers)
         self._journal = None
         if self.journal is not None and self.journal_every > 0:

@@ -6,21 +6,19 @@ from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
 
+from core.engine_settings import EngineOptions, SearchLimit
 from pipeline.action_values import Mode, limit_label
 from pipeline.annotate.journal import JOURNAL_EVERY, journal_dir
-from pipeline.engine import Limit
 from pipeline.portable import DEFAULT_GROUPS
 
 DEFAULT_LIMIT = "nodes=2000"
 
 
 @dataclass(frozen=True)
-class EngineConfig:
-    """How each worker runs its engine. `path` None: found on the worker (find_engine)."""
+class EngineConfig(EngineOptions):
+    """How each worker runs its engine: how to start it (core.engine_settings.EngineOptions;
+    `path` None: found on the worker) and the labels' client's own watchdog and retries."""
 
-    path: str | None = None
-    threads: int = 1
-    hash_mb: int = 16
     timeout: float | None = None  # watchdog seconds; None: the limit's default
     retries: int = 2
 
@@ -32,7 +30,7 @@ class AnnotateConfig:
     inputs: tuple[str, ...]
     out: str
     split: str = "train"
-    limit: Limit = Limit.parse(DEFAULT_LIMIT)
+    limit: SearchLimit = SearchLimit.parse(DEFAULT_LIMIT)
     mode: Mode = "action-values"  # or "search": one unrestricted search per board
     multipv: int = 1  # lines of that search (search mode only)
     engine: EngineConfig = EngineConfig()

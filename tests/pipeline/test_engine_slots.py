@@ -7,10 +7,11 @@ from __future__ import annotations
 import chess
 
 from core.engine_path import find_engine
+from core.engine_settings import SearchLimit
 from pipeline import engine_slots, stats
 from pipeline.annotate import config as annotate_config
 from pipeline.annotate.boards import AnnotateBoards
-from pipeline.engine import Limit, UciEngine
+from pipeline.engine import UciEngine
 
 FENS = [chess.STARTING_FEN, "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1", "4k3/8/8/8/8/8/4P3/4K3 b - - 0 1"]
 
@@ -18,7 +19,9 @@ FENS = [chess.STARTING_FEN, "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1", "4k3/8/8/8/8/8/4P
 def run_partition(stockfish: str, fens: list[str]) -> dict:
     """What the DaskRunner does for each partition (apply_dofn_to_bundle): a DoFn
     deserialised anew, setup, the elements, finish_bundle, teardown. Returns the stats."""
-    dofn = AnnotateBoards(annotate_config.EngineConfig(stockfish), Limit.parse("nodes=10"), 60, 1)
+    dofn = AnnotateBoards(
+        annotate_config.EngineConfig(stockfish), SearchLimit.parse("nodes=10"), 60, 1
+    )
     dofn.setup()
     merged = stats.empty()
     for tag, value in dofn.process((0, [(fen, 1) for fen in fens], None)):

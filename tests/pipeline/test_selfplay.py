@@ -12,17 +12,17 @@ import chess.pgn
 import pytest
 import zstandard
 
+from core.engine_settings import SearchLimit
 from core.openings import load_openings
 from pipeline import pgn
 from pipeline.annotate import annotate
-from pipeline.engine import Limit
 from pipeline.selfplay import SelfPlayConfig, main, run
 from pipeline.sources import read_lines
 
 
 def small(tmp_path, name: str, stockfish: str, **changes) -> SelfPlayConfig:
     settings = dict(
-        games=4, out=str(tmp_path / name), limit=Limit.parse("nodes=100"), max_plies=40,
+        games=4, out=str(tmp_path / name), limit=SearchLimit.parse("nodes=100"), max_plies=40,
         random_prob=0.1, engine=stockfish,
     )  # fmt: skip
     return SelfPlayConfig(**(settings | changes))
