@@ -4,13 +4,14 @@ process, restarted once if it dies."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import chess
 import chess.engine
 
 from core.actions import move_to_index
 from core.engine_path import find_engine
+from core.engine_settings import EngineOptions, SearchLimit
 from core.interrupts import sigint_deferred
 from core.values import Score, best_score_index
 from eval.agent_base import AgentBase, legal_moves
@@ -22,34 +23,13 @@ ELO_MOVE_TIME = 0.1
 
 
 @dataclass(frozen=True)
-class EngineSettings:
-    """How to start and limit a UCI engine. At least one of nodes, time (s) and depth."""
-
-    path: str | None = None  # None: core.engine_path.find_engine()
-    nodes: int | None = None
-    time: float | None = None
-    depth: int | None = None
-    threads: int = 1  # one thread keeps node-limited searches deterministic
-    hash_mb: int = 16
-    skill: int | None = None  # Stockfish "Skill Level" 0..20 (weakened play), None = full
-    # UCI_LimitStrength at this UCI_Elo: the engine's own Elo calibration (range checked
-    # against the engine's `uci` answer when it starts); None = full strength
-    elo: int | None = None
-    extra_options: dict[str, str | int | bool] = field(default_factory=dict)
+class EngineSettings(EngineOptions, SearchLimit):
+    """An agent's engine: how to start it and how long each search runs, both records of
+    core.engine_settings in one, as an agent spec gives them (keywords only)."""
 
     def __post_init__(self):
-        if self.nodes is None and self.time is None and self.depth is None:
-            raise ValueError("an engine limit needs at least one of nodes, time and depth")
-        for key in ("nodes", "time", "depth"):
-            value = getattr(self, key)
-            if value is not None and value <= 0:
-                raise ValueError(f"engine limit {key} must be positive, got {value!r}")
-        if self.threads < 1 or self.hash_mb < 1:
-            raise ValueError("threads and hash must be >= 1")
-        if self.skill is not None and not 0 <= self.skill <= 20:
-            raise ValueError(f"skill must lie in 0..20, got {self.skill}")
-        if self.skill is not None and self.elo is not None:
-            raise ValueError("give skill or elo, not both (UCI_Elo overrides Skill Level)")
+        SearchLimit.__post_init__(self)  # a missing limit is named before the engine's options
+        EngineOptions.__post_init__(self)
 
     @property
     def limit(self) -> chess.engine.Limit:
@@ -72,16 +52,7 @@ class _UciProcess:
         self._start()
 
     def _start(self) -> None:
-        options: dict[str, str | int | bool] = {
-            "Threads": self.settings.threads,
-            "Hash": self.settings.hash_mb,
-        }
-        if self.settings.skill is not None:
-            options["Skill Level"] = self.settings.skill
-        if self.settings.elo is not None:
-            options |= {"UCI_LimitStrength": True, "UCI_Elo": self.settings.elo}
-        options.update(self.settings.extra_options)
-        self._engine = start_engine(self.path, options)
+        self._engine = start_engine(self.path, self.settings.uci_options())
 
     @property
     def pid(self) -> int | None:
