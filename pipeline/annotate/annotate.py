@@ -58,7 +58,6 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -341,7 +340,7 @@ def _static_stats(
         "multipv": config.multipv,
         "row_limit": config.row_limit,
         "exclude": exclusions.describe(),
-        "engine": {**asdict(config.engine), "path": engine_path, "name": engine_name},
+        "engine": {**config.engine.record(), "path": engine_path, "name": engine_name},
         "reproducible": config.limit.deterministic and config.engine.threads == 1,
         "sampling": {
             "rate": config.sample_rate,

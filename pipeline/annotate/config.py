@@ -22,6 +22,23 @@ class EngineConfig(EngineOptions):
     timeout: float | None = None  # watchdog seconds; None: the limit's default
     retries: int = 2
 
+    def __post_init__(self):
+        super().__post_init__()
+        # The labels are the paper's full-strength Stockfish; the client sets only Threads
+        # and Hash, so a weakening option would be silently ignored.
+        if self.skill is not None or self.elo is not None or self.extra_options:
+            raise ValueError("the labels' engine takes no skill, elo or extra UCI options")
+
+    def record(self) -> dict:
+        """The settings a run's stats.json records: those the labels' client uses."""
+        return {
+            "path": self.path,
+            "threads": self.threads,
+            "hash_mb": self.hash_mb,
+            "timeout": self.timeout,
+            "retries": self.retries,
+        }
+
 
 @dataclass(frozen=True)
 class AnnotateConfig:
