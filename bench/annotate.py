@@ -55,7 +55,7 @@ import chess
 import chess.engine
 
 from core.engine_path import find_engine
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from pipeline import pgn
 from pipeline.action_values import BoardAnnotator, Mode, board_moves
 from pipeline.annotate import annotate
@@ -112,7 +112,7 @@ def annotate_queued(annotator: BoardAnnotator, fens: list[str]) -> int:
     return sum(len(row["moves"]) for row in annotate_rows(annotator, fens))
 
 
-def client_rate(path: str, fens: list[str], limit: SearchLimit) -> dict:
+def client_rate(path: str, fens: list[str], limit: EngineLimit) -> dict:
     """Action values/s through the pipeline's own annotator (clears, restarts and all)."""
     annotator = BoardAnnotator(lambda: UciEngine(path), limit)
     annotator.start()  # outside the timing
@@ -154,7 +154,7 @@ class RawEngine:
             seen += data.count(token) - tail.count(token)
             tail = data[-len(token) :]
 
-    def values_per_s(self, fens: list[str], limit: SearchLimit) -> float:
+    def values_per_s(self, fens: list[str], limit: EngineLimit) -> float:
         commands, searches = [], 0
         for fen in fens:
             moves = board_moves(fen)
@@ -179,7 +179,7 @@ def efficiency_rounds(path: str, fens: list[str], rounds: int, bare_nodes: int) 
     Each round compares rates measured seconds apart, so a machine whose load changes during
     the run skews each ratio less than measuring each rate in one block would.
     """
-    limit = SearchLimit.parse("nodes=2000")
+    limit = EngineLimit.parse("nodes=2000")
     annotator = BoardAnnotator(lambda: UciEngine(path), limit)
     engine = annotator.start()
     reference = chess.engine.SimpleEngine.popen_uci(path)
@@ -195,7 +195,7 @@ def efficiency_rounds(path: str, fens: list[str], rounds: int, bare_nodes: int) 
         boards = fens[r * batch : (r + 1) * batch]
         nodes = milliseconds = 0
         for fen in boards:  # the engine's own speed on the very boards it then annotates
-            searched, spent = engine.timed_search(fen, SearchLimit(nodes=bare_nodes))
+            searched, spent = engine.timed_search(fen, EngineLimit(nodes=bare_nodes))
             nodes, milliseconds = nodes + searched, milliseconds + spent
         nps = nodes / (milliseconds / 1000)
         before_nodes, values = annotator.nodes, 0
@@ -255,17 +255,17 @@ def mode_rounds(
 ) -> dict:
     """Cost per board of each annotation mode (see the module doc), every mode once per round
     on that round's boards, so load that drifts during the run hits every mode alike."""
-    modes: list[tuple[str, Mode, SearchLimit, int, int]] = [  # label, mode, limit, multipv, hash MB
-        (f"action-values nodes={av_nodes}", "action-values", SearchLimit(nodes=av_nodes), 1, 16)
+    modes: list[tuple[str, Mode, EngineLimit, int, int]] = [  # label, mode, limit, multipv, hash MB
+        (f"action-values nodes={av_nodes}", "action-values", EngineLimit(nodes=av_nodes), 1, 16)
     ]
     for nodes in search_nodes:
         for lines in sorted({1, multipv}):
             label = f"search nodes={nodes} multipv={lines}"
-            modes.append((label, "search", SearchLimit(nodes=nodes), lines, 16))
+            modes.append((label, "search", EngineLimit(nodes=nodes), lines, 16))
     # The clear before each board (`ucinewgame`) empties the hash: a small one is cheaper.
     smallest = min(search_nodes)
     modes.append(
-        (f"search nodes={smallest} multipv=1 hash=1", "search", SearchLimit(nodes=smallest), 1, 1)
+        (f"search nodes={smallest} multipv=1 hash=1", "search", EngineLimit(nodes=smallest), 1, 1)
     )
     annotators = {
         label: BoardAnnotator(
@@ -407,7 +407,7 @@ def main() -> None:
         result["nodes_2000"] = efficiency_rounds(path, boards, args.rounds, args.bare_nodes)
     if "time" in parts:
         result["time_0.05"] = client_rate(
-            path, boards[: args.time_boards], SearchLimit.parse("time=0.05")
+            path, boards[: args.time_boards], EngineLimit.parse("time=0.05")
         )
     if "modes" in parts:
         result["modes"] = mode_rounds(

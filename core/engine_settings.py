@@ -1,5 +1,5 @@
 """How to run a UCI engine: how to start it (`EngineOptions`) and how long each search runs
-(`SearchLimit`). The labels' client (pipeline.engine), the annotate and self-play commands and
+(`EngineLimit`). The labels' client (pipeline.engine), the annotate and self-play commands and
 the evaluation's Stockfish agents (eval.stockfish_agents) all read these two records."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class EngineOptions:
 
 
 @dataclass(frozen=True)
-class SearchLimit:
+class EngineLimit:
     """How long one search runs: any of nodes, time (seconds) and depth, at least one; the
     engine stops at whichever it reaches first."""
 
@@ -59,7 +59,7 @@ class SearchLimit:
                 raise ValueError(f"engine limit {key} must be positive, got {value!r}")
 
     @classmethod
-    def parse(cls, text: str) -> SearchLimit:
+    def parse(cls, text: str) -> EngineLimit:
         """The command lines' form: `nodes=N` or `time=SECONDS`. No depth: the labels'
         client needs a bound on each search's time for its watchdog."""
         kind, sep, raw = text.partition("=")

@@ -11,7 +11,7 @@ import chess.engine
 
 from core.actions import move_to_index
 from core.engine_path import find_engine
-from core.engine_settings import EngineOptions, SearchLimit
+from core.engine_settings import EngineLimit, EngineOptions
 from core.interrupts import sigint_deferred
 from core.values import Score, best_score_index
 from eval.agent_base import AgentBase, legal_moves
@@ -23,12 +23,12 @@ ELO_MOVE_TIME = 0.1
 
 
 @dataclass(frozen=True)
-class EngineSettings(EngineOptions, SearchLimit):
+class EngineSettings(EngineOptions, EngineLimit):
     """An agent's engine: how to start it and how long each search runs, both records of
     core.engine_settings in one, as an agent spec gives them (keywords only)."""
 
     def __post_init__(self):
-        SearchLimit.__post_init__(self)  # a missing limit is named before the engine's options
+        EngineLimit.__post_init__(self)  # a missing limit is named before the engine's options
         EngineOptions.__post_init__(self)
 
     @property

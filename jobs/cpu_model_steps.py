@@ -13,7 +13,7 @@ import shutil
 import time
 from collections.abc import Iterator
 
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from core.interrupts import exit_code
 from core.positions import position_key
 from core.schema import board_files, read_boards
@@ -54,7 +54,7 @@ def positions(scale: Scale, paths: Paths, steps: StepLog) -> dict:
         config = selfplay.SelfPlayConfig(
             games=count,
             out=str(path),
-            limit=SearchLimit.parse(scale.selfplay_limit),
+            limit=EngineLimit.parse(scale.selfplay_limit),
             seed=seed,
             random_plies=6,
             random_prob=0.05,

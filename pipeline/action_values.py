@@ -31,7 +31,7 @@ from typing import Literal, get_args
 import chess
 
 from core.actions import ACTION_TO_INDEX, legal_actions
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from core.schema import SOURCE_ANNOTATE, BoardRow, make_board_row
 from core.values import best_score_index
 from pipeline.engine import (
@@ -64,7 +64,7 @@ def best_index(searches: list[MoveSearch]) -> int:
 
 
 def board_row(
-    fen: str, count: int, searches: list[MoveSearch], engine: str, limit: SearchLimit
+    fen: str, count: int, searches: list[MoveSearch], engine: str, limit: EngineLimit
 ) -> BoardRow:
     """The BOARD_SCHEMA row of one annotated board (moves in the order searched)."""
     best = searches[best_index(searches)]
@@ -85,7 +85,7 @@ def board_row(
     )
 
 
-def limit_label(limit: SearchLimit, mode: Mode = "action-values", multipv: int = 1) -> str:
+def limit_label(limit: EngineLimit, mode: Mode = "action-values", multipv: int = 1) -> str:
     """The `limit` column: `nodes=2000` per move searched, or for one root search
     `search:nodes=20000,multipv=4`, so that nobody takes the two for the same data."""
     if mode == "action-values":
@@ -177,7 +177,7 @@ class BoardAnnotator:
     """
 
     make_engine: Callable[[], UciEngine]
-    limit: SearchLimit
+    limit: EngineLimit
     retries: int = 2
     mode: Mode = "action-values"
     multipv: int = 1

@@ -27,7 +27,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from core.values import Score
 
 
@@ -72,7 +72,7 @@ class _Job:
 
     fen: str
     moves: tuple[str, ...] | None
-    limit: SearchLimit
+    limit: EngineLimit
     submitted: float
     played: tuple[str, ...] = ()
     new_game: bool = True
@@ -325,7 +325,7 @@ class UciEngine:
         """Boards submitted and not yet collected."""
         return len(self._queue)
 
-    def submit(self, fen: str, moves: list[str], limit: SearchLimit) -> None:
+    def submit(self, fen: str, moves: list[str], limit: EngineLimit) -> None:
         """Queues one board: a clear, then one search per move restricted to that root move.
 
         With a node limit the commands are written at once, behind any board still
@@ -338,7 +338,7 @@ class UciEngine:
     def submit_root(
         self,
         fen: str,
-        limit: SearchLimit,
+        limit: EngineLimit,
         played: tuple[str, ...] | list[str] = (),
         new_game: bool = True,
     ) -> None:
@@ -424,7 +424,7 @@ class UciEngine:
     def search(
         self,
         fen: str,
-        limit: SearchLimit,
+        limit: EngineLimit,
         played: tuple[str, ...] | list[str] = (),
         new_game: bool = True,
     ) -> RootSearch:
@@ -434,14 +434,14 @@ class UciEngine:
         self.submit_root(fen, limit, played, new_game)
         return self.collect_root()
 
-    def search_moves(self, fen: str, moves: list[str], limit: SearchLimit) -> list[MoveSearch]:
+    def search_moves(self, fen: str, moves: list[str], limit: EngineLimit) -> list[MoveSearch]:
         """One board's searches, start to finish (`submit` then `collect`)."""
         if self._queue:
             raise RuntimeError("search_moves with boards still queued: collect them first")
         self.submit(fen, moves, limit)
         return self.collect()
 
-    def timed_search(self, fen: str, limit: SearchLimit) -> tuple[int, int]:
+    def timed_search(self, fen: str, limit: EngineLimit) -> tuple[int, int]:
         """One unrestricted search after a clear: (nodes, milliseconds), as the engine counts.
 
         Benchmarks use it for the engine's own speed, free of any client overhead.

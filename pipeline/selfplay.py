@@ -55,7 +55,7 @@ import zstandard
 
 from core.cli import config_from_args, positive_int
 from core.engine_path import EngineNotFoundError, find_engine
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from core.game_end import board_outcome
 from core.openings import DEFAULT_OPENINGS, Opening, choose_openings, load_openings
 from core.outputs import OutputError, check_file
@@ -79,7 +79,7 @@ class SelfPlayConfig:
 
     games: int
     out: str
-    limit: SearchLimit = SearchLimit.parse(DEFAULT_LIMIT)
+    limit: EngineLimit = EngineLimit.parse(DEFAULT_LIMIT)
     seed: int = 0
     random_plies: int = 4
     random_prob: float = 0.0
@@ -123,7 +123,7 @@ class GameTask:
     index: int
     opening: Opening
     game_id: str
-    limit: SearchLimit
+    limit: EngineLimit
     rng_seed: str
     random_plies: int
     random_prob: float
@@ -405,7 +405,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, help="output file, .pgn or .pgn.zst")
     parser.add_argument(
         "--limit",
-        type=SearchLimit.parse,
+        type=EngineLimit.parse,
         default=DEFAULT_LIMIT,
         help=f"Stockfish's search per move: nodes=N (reproducible) or time=SECONDS; "
         f"default {DEFAULT_LIMIT}",

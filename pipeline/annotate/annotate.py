@@ -72,7 +72,7 @@ from core.cli import (
     positive_int,
 )
 from core.engine_path import find_engine
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from core.interrupts import stop_on_signals
 from core.outputs import check_dir, disk_full, disk_full_line, quiet_disk_full
 from core.progress import format_duration, print_result
@@ -135,7 +135,7 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--limit",
         default=DEFAULT_LIMIT,
-        type=SearchLimit.parse,
+        type=EngineLimit.parse,
         help="each search's limit: nodes=N (reproducible) or time=SECONDS "
         f"(the paper: time=0.05); default {DEFAULT_LIMIT}",
     )

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import apache_beam as beam
 
 from core.engine_path import find_engine
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from core.outputs import disk_full
 from core.progress import format_duration
 from pipeline import engine_slots, stats
@@ -122,7 +122,7 @@ class AnnotateBoards(beam.DoFn):
     def __init__(
         self,
         engine: EngineConfig,
-        limit: SearchLimit,
+        limit: EngineLimit,
         progress_seconds: float,
         workers: int,
         journal: str | None = None,

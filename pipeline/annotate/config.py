@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
 
-from core.engine_settings import EngineOptions, SearchLimit
+from core.engine_settings import EngineLimit, EngineOptions
 from pipeline.action_values import Mode, limit_label
 from pipeline.annotate.journal import JOURNAL_EVERY, journal_dir
 from pipeline.portable import DEFAULT_GROUPS
@@ -47,7 +47,7 @@ class AnnotateConfig:
     inputs: tuple[str, ...]
     out: str
     split: str = "train"
-    limit: SearchLimit = SearchLimit.parse(DEFAULT_LIMIT)
+    limit: EngineLimit = EngineLimit.parse(DEFAULT_LIMIT)
     mode: Mode = "action-values"  # or "search": one unrestricted search per board
     multipv: int = 1  # lines of that search (search mode only)
     engine: EngineConfig = EngineConfig()

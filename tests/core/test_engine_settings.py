@@ -3,22 +3,22 @@ client and the evaluation's agents."""
 
 import pytest
 
-from core.engine_settings import DEPTH_ONLY_WATCHDOG_SECONDS, EngineOptions, SearchLimit
+from core.engine_settings import DEPTH_ONLY_WATCHDOG_SECONDS, EngineLimit, EngineOptions
 
 
 def test_a_limit_names_and_sends_each_of_its_parts():
-    limit = SearchLimit(nodes=1000, time=0.25, depth=7)
+    limit = EngineLimit(nodes=1000, time=0.25, depth=7)
     assert str(limit) == "nodes=1000,time=0.25,depth=7"
     assert limit.go_args == "nodes 1000 movetime 250 depth 7"
     assert not limit.deterministic  # a time part makes the result depend on the machine
-    assert SearchLimit(depth=7).deterministic
-    assert SearchLimit(time=0.0001).go_args == "movetime 1"  # never `movetime 0`
+    assert EngineLimit(depth=7).deterministic
+    assert EngineLimit(time=0.0001).go_args == "movetime 1"  # never `movetime 0`
 
 
 def test_the_watchdog_bounds_follow_the_limit():
-    assert SearchLimit(time=0.5).watchdog_seconds() == pytest.approx(20.0, abs=1e-9)
-    assert SearchLimit(nodes=200_000).watchdog_seconds() == pytest.approx(20.0, abs=1e-9)
-    assert SearchLimit(depth=3).watchdog_seconds() == DEPTH_ONLY_WATCHDOG_SECONDS
+    assert EngineLimit(time=0.5).watchdog_seconds() == pytest.approx(20.0, abs=1e-9)
+    assert EngineLimit(nodes=200_000).watchdog_seconds() == pytest.approx(20.0, abs=1e-9)
+    assert EngineLimit(depth=3).watchdog_seconds() == DEPTH_ONLY_WATCHDOG_SECONDS
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,7 @@ def test_the_watchdog_bounds_follow_the_limit():
 )
 def test_a_limit_refuses_nonsense(fields, message):
     with pytest.raises(ValueError, match=message):
-        SearchLimit(**fields)
+        EngineLimit(**fields)
 
 
 def test_engine_options_become_uci_options():

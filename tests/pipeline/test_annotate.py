@@ -26,7 +26,7 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from core.actions import legal_actions
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from core.schema import FAILURE_SCHEMA, check_schema, meta_dir, read_boards, stats_path
 from pipeline import pgn, portable
 from pipeline.annotate import annotate
@@ -230,7 +230,7 @@ def test_boards_with_no_legal_move_are_dropped_and_counted(tmp_path, stockfish):
     mated, stalemated = "R5k1/5ppp/8/8/8/8/5PPP/6K1 b - - 1 1", "7k/5Q2/6K1/8/8/8/8/8 b - - 0 1"
     start = chess.STARTING_FEN
     dofn = annotate_boards.AnnotateBoards(
-        annotate_config.EngineConfig(stockfish), SearchLimit.parse("nodes=10"), 30.0, 1
+        annotate_config.EngineConfig(stockfish), EngineLimit.parse("nodes=10"), 30.0, 1
     )
     with test_pipeline.TestPipeline(argv=["--runner=DirectRunner"]) as p:
         group = p | beam.Create([(0, [(mated, 1), (stalemated, 2), (start, 5)], None)])
@@ -254,7 +254,7 @@ def test_an_existing_output_is_not_mixed_with_a_new_run(inputs, tmp_path):
 def test_the_runner_defaults_to_the_direct_runner_and_beam_options_pass_through():
     config, beam_args = annotate.parse_args(["x.pgn", "--out", "o", "--direct_num_workers=2"])
     assert "--runner=DirectRunner" in beam_args and "--direct_num_workers=2" in beam_args
-    assert config.limit == SearchLimit(nodes=2000) and config.engine.threads == 1
+    assert config.limit == EngineLimit(nodes=2000) and config.engine.threads == 1
     _, beam_args = annotate.parse_args(["x.pgn", "--out", "o", "--runner", "DataflowRunner"])
     assert "--runner=DirectRunner" not in beam_args and "--runner=DataflowRunner" in beam_args
     _, beam_args = annotate.parse_args(["x.pgn", "--out", "o", "--runner=DaskRunner"])

@@ -10,7 +10,7 @@ import chess.pgn
 import pytest
 
 from core.actions import legal_actions
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from core.positions import position_key
 from core.schema import read_boards
 from pipeline.annotate import annotate
@@ -89,9 +89,9 @@ def test_excluded_evaluation_positions_never_reach_the_data(stockfish, tmp_path)
 
 
 def test_mode_flags_are_checked_and_recorded_in_the_run_identity(tmp_path, capsys):
-    config = AnnotateConfig(("x.pgn",), str(tmp_path), limit=SearchLimit.parse("nodes=9"))
+    config = AnnotateConfig(("x.pgn",), str(tmp_path), limit=EngineLimit.parse("nodes=9"))
     search = AnnotateConfig(
-        ("x.pgn",), str(tmp_path), limit=SearchLimit.parse("nodes=9"), mode="search", multipv=2
+        ("x.pgn",), str(tmp_path), limit=EngineLimit.parse("nodes=9"), mode="search", multipv=2
     )
     assert annotate_identity(config, ["x.pgn"])["limit"] == "nodes=9"  # as journals always had it
     assert annotate_identity(search, ["x.pgn"])["limit"] == "search:nodes=9,multipv=2"

@@ -14,7 +14,7 @@ import chess
 import pytest
 
 from core.actions import legal_actions
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from pipeline.action_values import (
     AnnotationFailed,
     BoardAnnotator,
@@ -39,13 +39,13 @@ MATED = "R5k1/5ppp/8/8/8/8/5PPP/6K1 b - - 1 1"
 
 
 def test_limits_parse_and_refuse_nonsense():
-    assert SearchLimit.parse("nodes=2000") == SearchLimit(nodes=2000)
-    assert str(SearchLimit.parse("nodes=2000")) == "nodes=2000"
-    assert SearchLimit.parse("time=0.05").go_args == "movetime 50"
-    assert str(SearchLimit.parse("time=0.05")) == "time=0.05"
+    assert EngineLimit.parse("nodes=2000") == EngineLimit(nodes=2000)
+    assert str(EngineLimit.parse("nodes=2000")) == "nodes=2000"
+    assert EngineLimit.parse("time=0.05").go_args == "movetime 50"
+    assert str(EngineLimit.parse("time=0.05")) == "time=0.05"
     for bad in ("nodes", "nodes=0", "nodes=1.5", "depth=3", "time=-1", "time=abc"):
         with pytest.raises(ValueError, match="limit"):
-            SearchLimit.parse(bad)
+            EngineLimit.parse(bad)
 
 
 def test_scores_order_mates_around_centipawns_and_map_to_win_probabilities():
@@ -66,7 +66,7 @@ def test_each_move_is_searched_alone_and_scored_from_the_movers_view(stockfish):
     moves = legal_actions(chess.Board(BACK_RANK_MATE))
     with UciEngine(stockfish) as engine:
         assert engine.name.startswith("Stockfish")
-        results = engine.search_moves(BACK_RANK_MATE, moves, SearchLimit.parse("nodes=300"))
+        results = engine.search_moves(BACK_RANK_MATE, moves, EngineLimit.parse("nodes=300"))
     assert [r.move for r in results] == moves
     by_move = {r.move: r for r in results}
     assert by_move["a1a8"].score == Score(mate=1)
@@ -76,7 +76,7 @@ def test_each_move_is_searched_alone_and_scored_from_the_movers_view(stockfish):
 
 
 def test_node_limited_values_do_not_depend_on_what_the_engine_searched_before(stockfish):
-    limit = SearchLimit.parse("nodes=500")
+    limit = EngineLimit.parse("nodes=500")
     with UciEngine(stockfish) as fresh:
         alone = fresh.search_moves(ENDGAME, board_moves(ENDGAME), limit)
     with UciEngine(stockfish) as busy:
@@ -89,7 +89,7 @@ def test_node_limited_values_do_not_depend_on_what_the_engine_searched_before(st
 def test_time_limited_searches_run_one_at_a_time_for_their_full_time(stockfish):
     moves = board_moves(ITALIAN)[:3]
     with UciEngine(stockfish) as engine:
-        results = engine.search_moves(ITALIAN, moves, SearchLimit.parse("time=0.05"))
+        results = engine.search_moves(ITALIAN, moves, EngineLimit.parse("time=0.05"))
     assert [r.move for r in results] == moves
     # Queued `go movetime` commands would start with their clock already run down.
     assert all(r.nodes > 2000 for r in results)
@@ -97,7 +97,7 @@ def test_time_limited_searches_run_one_at_a_time_for_their_full_time(stockfish):
 
 def test_an_illegal_restriction_is_a_protocol_error_not_a_wrong_value(stockfish):
     with UciEngine(stockfish) as engine, pytest.raises(EngineProtocolError, match="e2e5"):
-        engine.search_moves(ITALIAN, ["e2e5"], SearchLimit.parse("nodes=100"))
+        engine.search_moves(ITALIAN, ["e2e5"], EngineLimit.parse("nodes=100"))
 
 
 def test_a_board_without_legal_moves_is_refused_before_any_search():
@@ -114,7 +114,7 @@ def _after(seconds: float, action) -> threading.Timer:
 
 
 def test_a_killed_engine_is_restarted_and_the_board_retried_to_the_same_values(stockfish):
-    limit = SearchLimit.parse("nodes=5000")  # a board takes ~0.3 s: long enough to be killed in
+    limit = EngineLimit.parse("nodes=5000")  # a board takes ~0.3 s: long enough to be killed in
     annotator = BoardAnnotator(lambda: UciEngine(stockfish), limit)
     reference = BoardAnnotator(lambda: UciEngine(stockfish), limit).annotate(MIDDLEGAME)
     first_pid = annotator.engine.pid
@@ -127,7 +127,7 @@ def test_a_killed_engine_is_restarted_and_the_board_retried_to_the_same_values(s
 
 
 def test_a_hung_engine_is_killed_by_the_watchdog_and_replaced(stockfish):
-    limit = SearchLimit.parse("nodes=5000")
+    limit = EngineLimit.parse("nodes=5000")
     annotator = BoardAnnotator(lambda: UciEngine(stockfish, timeout=1.0), limit)
     first_pid = annotator.engine.pid
     timer = _after(0.05, lambda: os.kill(first_pid, signal.SIGSTOP))
@@ -164,7 +164,7 @@ def _fake_engine(tmp_path, body: str) -> str:
 
 def test_a_board_that_keeps_failing_raises_with_the_last_error(tmp_path):
     crasher = _fake_engine(tmp_path, "sys.exit(3)")
-    annotator = BoardAnnotator(lambda: UciEngine(crasher), SearchLimit.parse("nodes=10"), retries=2)
+    annotator = BoardAnnotator(lambda: UciEngine(crasher), EngineLimit.parse("nodes=10"), retries=2)
     with pytest.raises(AnnotationFailed, match=r"3 attempts failed; last: EngineDied.*code 3"):
         annotator.annotate(ITALIAN)
     assert annotator.restarts == 3 and len(annotator.engine_pids) == 3
@@ -173,7 +173,7 @@ def test_a_board_that_keeps_failing_raises_with_the_last_error(tmp_path):
 def test_an_engine_that_answers_garbage_is_a_protocol_error(tmp_path):
     liar = _fake_engine(tmp_path, 'print("bestmove a1a1", flush=True)')
     with UciEngine(liar) as engine, pytest.raises(EngineProtocolError, match="no score"):
-        engine.search_moves(ITALIAN, ["e1g1"], SearchLimit.parse("nodes=10"))
+        engine.search_moves(ITALIAN, ["e1g1"], EngineLimit.parse("nodes=10"))
 
 
 def test_an_engine_that_cannot_start_is_a_clear_error(tmp_path):
@@ -182,11 +182,11 @@ def test_an_engine_that_cannot_start_is_a_clear_error(tmp_path):
     with pytest.raises(EngineTimeout):
         silent = _fake_engine(tmp_path, "pass")
         engine = UciEngine(silent, timeout=0.5)
-        engine.search_moves(ITALIAN, ["e1g1"], SearchLimit.parse("nodes=10"))
+        engine.search_moves(ITALIAN, ["e1g1"], EngineLimit.parse("nodes=10"))
 
 
 def test_boards_queued_behind_each_other_get_the_values_they_get_alone(stockfish):
-    limit = SearchLimit.parse("nodes=400")
+    limit = EngineLimit.parse("nodes=400")
     alone = [BoardAnnotator(lambda: UciEngine(stockfish), limit).annotate(f)
              for f in (ITALIAN, MIDDLEGAME, ENDGAME)]  # fmt: skip
     annotator = BoardAnnotator(lambda: UciEngine(stockfish), limit)
@@ -199,7 +199,7 @@ def test_boards_queued_behind_each_other_get_the_values_they_get_alone(stockfish
 
 
 def test_a_kill_with_boards_queued_retries_each_of_them(stockfish):
-    limit = SearchLimit.parse("nodes=5000")
+    limit = EngineLimit.parse("nodes=5000")
     fens = (MIDDLEGAME, ITALIAN, ENDGAME)
     reference = BoardAnnotator(lambda: UciEngine(stockfish), limit)
     expected = [reference.annotate(f) for f in fens]

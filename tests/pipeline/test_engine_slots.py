@@ -7,7 +7,7 @@ from __future__ import annotations
 import chess
 
 from core.engine_path import find_engine
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from pipeline import engine_slots, stats
 from pipeline.annotate import config as annotate_config
 from pipeline.annotate.boards import AnnotateBoards
@@ -20,7 +20,7 @@ def run_partition(stockfish: str, fens: list[str]) -> dict:
     """What the DaskRunner does for each partition (apply_dofn_to_bundle): a DoFn
     deserialised anew, setup, the elements, finish_bundle, teardown. Returns the stats."""
     dofn = AnnotateBoards(
-        annotate_config.EngineConfig(stockfish), SearchLimit.parse("nodes=10"), 60, 1
+        annotate_config.EngineConfig(stockfish), EngineLimit.parse("nodes=10"), 60, 1
     )
     dofn.setup()
     merged = stats.empty()

@@ -11,7 +11,7 @@ import chess
 import pytest
 
 from core.actions import legal_actions
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from core.schema import read_boards, write_boards
 from pipeline.action_values import BoardAnnotator, limit_label, search_row
 from pipeline.engine import (
@@ -31,9 +31,9 @@ FEW_MOVES = "7k/8/8/8/8/8/7P/7K w - - 0 1"  # four legal moves
 def test_a_root_search_reports_its_best_lines_best_first(stockfish):
     legal = legal_actions(chess.Board(BACK_RANK_MATE))
     with UciEngine(stockfish) as engine:
-        one = engine.search(BACK_RANK_MATE, SearchLimit.parse("nodes=3000"))
+        one = engine.search(BACK_RANK_MATE, EngineLimit.parse("nodes=3000"))
         engine.set_multipv(3)
-        three = engine.search(BACK_RANK_MATE, SearchLimit.parse("nodes=3000"))
+        three = engine.search(BACK_RANK_MATE, EngineLimit.parse("nodes=3000"))
     assert one.lines == (PvLine("a1a8", Score(mate=1)),) and one.best_move == "a1a8"
     assert three.lines[0] == one.lines[0] and three.best_move == "a1a8"
     assert len(three.lines) == 3 and len({line.move for line in three.lines}) == 3
@@ -46,13 +46,13 @@ def test_multipv_beyond_the_legal_moves_reports_each_move_once(stockfish):
     legal = legal_actions(chess.Board(FEW_MOVES))
     with UciEngine(stockfish) as engine:
         engine.set_multipv(5)
-        search = engine.search(FEW_MOVES, SearchLimit.parse("nodes=2000"))
+        search = engine.search(FEW_MOVES, EngineLimit.parse("nodes=2000"))
     assert sorted(line.move for line in search.lines) == sorted(legal)
     assert len(legal) == 4
 
 
 def test_queued_root_searches_get_what_they_get_alone(stockfish):
-    limit = SearchLimit.parse("nodes=2000")
+    limit = EngineLimit.parse("nodes=2000")
     alone = []
     for fen in (ITALIAN, MIDDLEGAME, BACK_RANK_MATE):
         with UciEngine(stockfish) as engine:
@@ -72,14 +72,14 @@ def test_queued_root_searches_get_what_they_get_alone(stockfish):
 
 def test_the_moves_played_are_the_position_and_a_game_keeps_its_hash(stockfish):
     with UciEngine(stockfish) as engine:
-        first = engine.search(chess.STARTING_FEN, SearchLimit.parse("nodes=500"), ["f2f3"])
+        first = engine.search(chess.STARTING_FEN, EngineLimit.parse("nodes=500"), ["f2f3"])
         mate = engine.search(
             chess.STARTING_FEN,
-            SearchLimit.parse("nodes=500"),
+            EngineLimit.parse("nodes=500"),
             ["f2f3", "e7e5", "g2g4"],
             new_game=False,
         )
-        timed = engine.search(ITALIAN, SearchLimit.parse("time=0.05"))
+        timed = engine.search(ITALIAN, EngineLimit.parse("time=0.05"))
     assert first.best_move in legal_actions(_after(["f2f3"]))  # Black's move, not White's
     assert mate.lines[0] == PvLine("d8h4", Score(mate=1))
     assert timed.nodes > 2000  # sent when collected: the clock was not running while queued
@@ -93,7 +93,7 @@ def _after(moves: list[str]) -> chess.Board:
 
 
 def test_search_rows_hold_the_lines_in_action_order_and_say_what_they_are(stockfish, tmp_path):
-    limit = SearchLimit.parse("nodes=2000")
+    limit = EngineLimit.parse("nodes=2000")
     annotator = BoardAnnotator(lambda: UciEngine(stockfish), limit, mode="search", multipv=3)
     row = annotator.annotate(BACK_RANK_MATE, count=2)
     full = BoardAnnotator(lambda: UciEngine(stockfish), limit, mode="search", multipv=9)
@@ -113,7 +113,7 @@ def test_search_rows_hold_the_lines_in_action_order_and_say_what_they_are(stockf
 
 
 def test_a_restarted_engine_keeps_the_search_mode(stockfish):
-    limit = SearchLimit.parse("nodes=150000")
+    limit = EngineLimit.parse("nodes=150000")
     fens = (MIDDLEGAME, ITALIAN, BACK_RANK_MATE)
     reference = BoardAnnotator(lambda: UciEngine(stockfish), limit, mode="search", multipv=2)
     expected = [reference.annotate(fen) for fen in fens]
@@ -143,6 +143,6 @@ def test_search_rows_refuse_lines_that_are_not_legal_moves():
     with pytest.raises(EngineProtocolError, match="twice"):
         search_row(BACK_RANK_MATE, 1, legal, twice, "sf", "x")
     with pytest.raises(ValueError, match="multipv is for the search mode"):
-        BoardAnnotator(lambda: None, SearchLimit.parse("nodes=9"), multipv=3)
+        BoardAnnotator(lambda: None, EngineLimit.parse("nodes=9"), multipv=3)
     with pytest.raises(ValueError, match="mode must be one of"):
-        BoardAnnotator(lambda: None, SearchLimit.parse("nodes=9"), mode="fast")
+        BoardAnnotator(lambda: None, EngineLimit.parse("nodes=9"), mode="fast")

@@ -12,7 +12,7 @@ import chess.pgn
 import pytest
 import zstandard
 
-from core.engine_settings import SearchLimit
+from core.engine_settings import EngineLimit
 from core.openings import load_openings
 from pipeline import pgn
 from pipeline.annotate import annotate
@@ -22,7 +22,7 @@ from pipeline.sources import read_lines
 
 def small(tmp_path, name: str, stockfish: str, **changes) -> SelfPlayConfig:
     settings = dict(
-        games=4, out=str(tmp_path / name), limit=SearchLimit.parse("nodes=100"), max_plies=40,
+        games=4, out=str(tmp_path / name), limit=EngineLimit.parse("nodes=100"), max_plies=40,
         random_prob=0.1, engine=stockfish,
     )  # fmt: skip
     return SelfPlayConfig(**(settings | changes))
