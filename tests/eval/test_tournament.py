@@ -342,7 +342,7 @@ def test_a_stockfish_elo_anchor_sits_at_its_own_rating(tmp_path, stockfish, caps
         }
         for d in "ab"
     ]
+    # (The two runs' games differ: Stockfish plays on time. Only the anchors are compared.)
     [engine] = [name for name in ratings[0] if name != "random"]
     assert ratings[0][engine] == 1350 and ratings[1][engine] == 0
-    assert ratings[0]["random"] == pytest.approx(ratings[1]["random"] + 1350, abs=1e-6)
     capsys.readouterr()
