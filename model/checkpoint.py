@@ -128,16 +128,45 @@ _ORBAX_LOGGERS = ("absl", "orbax", "jax._src.distributed")
 @contextlib.contextmanager
 def quiet_orbax() -> Iterator[None]:
     """Orbax's own log lines (its failed restores' tracebacks, from its threads) held back
-    while a restore runs whose failure the caller reports itself."""
+    while a restore runs whose failure the caller reports itself; after a failure, the
+    "Event loop is closed" errors of its abandoned reads too (see `_ignore_closed_loops`)."""
     loggers = [logging.getLogger(name) for name in _ORBAX_LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL)
     try:
         yield
+    except BaseException:
+        _ignore_closed_loops()
+        raise
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
+
+
+def _is_closed_loop(kind: type[BaseException] | None, value: object) -> bool:
+    return kind is RuntimeError and str(value) == "Event loop is closed"
+
+
+def _ignore_closed_loops() -> None:
+    """When a restore fails, TensorStore's reads still in flight finish later, on its own
+    threads, and call back into the event loop orbax has closed meanwhile: Python prints
+    each such RuntimeError as a traceback (through sys.excepthook, or as unraisable), after
+    the one line that said what went wrong. Those, and only those, are dropped."""
+    if getattr(sys.excepthook, "drops_closed_loops", False):
+        return
+    excepthook, unraisablehook = sys.excepthook, sys.unraisablehook
+
+    def quiet_excepthook(kind, value, traceback):
+        if not _is_closed_loop(kind, value):
+            excepthook(kind, value, traceback)
+
+    def quiet_unraisablehook(unraisable):
+        if not _is_closed_loop(unraisable.exc_type, unraisable.exc_value):
+            unraisablehook(unraisable)
+
+    quiet_excepthook.drops_closed_loops = True
+    sys.excepthook, sys.unraisablehook = quiet_excepthook, quiet_unraisablehook
 
 
 @contextlib.contextmanager

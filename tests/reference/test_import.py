@@ -163,9 +163,12 @@ def test_a_damaged_checkpoint_is_one_line_without_orbax_logs(ref, reference_mode
         timeout=300,
         cwd=ROOT,
     )
-    [line] = done.stderr.strip().splitlines()
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
     assert done.returncode == 2
-    assert line.startswith(f"error: {damaged / '7' / 'params'}: not a readable orbax checkpoint")
+    assert lines[0].startswith(
+        f"error: {damaged / '7' / 'params'}: not a readable orbax checkpoint"
+    )
     assert not (tmp_path / "out").exists()
 
 
