@@ -55,7 +55,7 @@ import chess
 import chess.engine
 
 from core.engine_path import find_engine
-from core.engine_settings import EngineLimit
+from core.engine_settings import EngineLimit, EngineOptions
 from pipeline import pgn
 from pipeline.action_values import BoardAnnotator, Mode, board_moves
 from pipeline.annotate import annotate
@@ -269,7 +269,7 @@ def mode_rounds(
     )
     annotators = {
         label: BoardAnnotator(
-            lambda hash_mb=hash_mb: UciEngine(path, hash_mb=hash_mb),
+            lambda hash_mb=hash_mb: UciEngine(EngineOptions(path, hash_mb=hash_mb)),
             limit,
             mode=mode,
             multipv=lines,

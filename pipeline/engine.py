@@ -27,7 +27,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from core.engine_settings import EngineLimit
+from core.engine_path import find_engine
+from core.engine_settings import EngineLimit, EngineOptions
 from core.values import Score
 
 
@@ -136,21 +137,27 @@ def _parse_score_line(line: bytes) -> tuple[Score, int]:
     raise EngineProtocolError(f"unknown score kind in {line[:200]!r}")
 
 
+def _uci_value(value: str | int | bool) -> str:
+    """An option's value as UCI writes it: check options are `true`/`false`."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 class UciEngine:
     """One UCI engine process. Not thread-safe; one per worker.
 
+    `engine` is how to start it (core.engine_settings.EngineOptions; a bare path stands for
+    that engine at the default options, and `path` None finds Stockfish). Every UCI option the
+    record sets (Threads, Hash, skill, Elo, extra options) is sent before the first search.
     `timeout` is the watchdog: the longest the engine may stay silent while a result is due
     (None: the limit's own generous default). Stockfish reports every finished iteration, so
     silence means a hang. On EngineError the process is killed; call `restart()` (or make a
     new one) to go on.
     """
 
-    def __init__(
-        self, path: str, threads: int = 1, hash_mb: int = 16, timeout: float | None = None
-    ):
-        self.path = path
-        self.threads = threads
-        self.hash_mb = hash_mb
+    def __init__(self, engine: EngineOptions | str, timeout: float | None = None):
+        self.options = EngineOptions(path=engine) if isinstance(engine, str) else engine
+        # A path given is run as given, so a wrong one fails here with the engine's own words.
+        self.path = self.options.path or find_engine()
         self.timeout = timeout
         self.name = ""
         self._process: subprocess.Popen | None = None
@@ -192,11 +199,11 @@ class UciEngine:
                 self.name = line[len(b"id name ") :].decode(errors="replace").strip()
         if not self.name:
             self.name = os.path.basename(self.path)
+        options = self.options.uci_options() | {"MultiPV": self.multipv}
         self._send(
-            f"setoption name Threads value {self.threads}\n"
-            f"setoption name Hash value {self.hash_mb}\n"
-            f"setoption name MultiPV value {self.multipv}\nisready\n"
+            "".join(f"setoption name {k} value {_uci_value(v)}\n" for k, v in options.items())
         )
+        self._send("isready\n")
         self._read_until(b"readyok", 60.0)
 
     def close(self) -> None:

@@ -55,7 +55,7 @@ import zstandard
 
 from core.cli import config_from_args, positive_int
 from core.engine_path import EngineNotFoundError, find_engine
-from core.engine_settings import EngineLimit
+from core.engine_settings import EngineLimit, EngineOptions
 from core.game_end import board_outcome
 from core.openings import DEFAULT_OPENINGS, Opening, choose_openings, load_openings
 from core.outputs import OutputError, check_file
@@ -277,7 +277,7 @@ _WORKER_ENGINE: UciEngine | None = None
 def _worker_init(path: str, hash_mb: int) -> None:
     global _WORKER_ENGINE
     worker_start()
-    _WORKER_ENGINE = UciEngine(path, threads=1, hash_mb=hash_mb)
+    _WORKER_ENGINE = UciEngine(EngineOptions(path, hash_mb=hash_mb))
     atexit.register(_WORKER_ENGINE.close)
 
 
@@ -290,7 +290,7 @@ def played_games(
 ) -> Iterator[PlayedGame]:
     """The games of `tasks`, in task order, played by `workers` processes (this one if 1)."""
     if workers == 1:
-        with UciEngine(path, threads=1, hash_mb=hash_mb) as engine:
+        with UciEngine(EngineOptions(path, hash_mb=hash_mb)) as engine:
             for task in tasks:
                 yield play_with_retry(engine, task)
         return

@@ -12,6 +12,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 
 import apache_beam as beam
 
@@ -146,7 +147,7 @@ class AnnotateBoards(beam.DoFn):
         self._annotator = engine_slots.take(
             self._slot_key,
             lambda: BoardAnnotator(
-                lambda: UciEngine(path, cfg.threads, cfg.hash_mb, cfg.timeout),
+                lambda: UciEngine(replace(cfg, path=path), cfg.timeout),
                 self.limit,
                 retries=cfg.retries,
                 mode=self.mode,

@@ -24,8 +24,8 @@ class EngineConfig(EngineOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        # The labels are the paper's full-strength Stockfish; the client sets only Threads
-        # and Hash, so a weakening option would be silently ignored.
+        # The labels are the paper's full-strength Stockfish: a weakened engine would make
+        # another dataset under the same limit label.
         if self.skill is not None or self.elo is not None or self.extra_options:
             raise ValueError("the labels' engine takes no skill, elo or extra UCI options")
 

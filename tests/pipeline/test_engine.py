@@ -14,7 +14,7 @@ import chess
 import pytest
 
 from core.actions import legal_actions
-from core.engine_settings import EngineLimit
+from core.engine_settings import EngineLimit, EngineOptions
 from pipeline.action_values import (
     AnnotationFailed,
     BoardAnnotator,
@@ -213,3 +213,40 @@ def test_a_kill_with_boards_queued_retries_each_of_them(stockfish):
     timer.join()
     assert [o.row for o in outcomes] == expected and annotator.restarts == 1
     annotator.close()
+
+
+def test_the_engine_record_sets_every_option_it_names_before_the_first_search(tmp_path):
+    """A recording script, not Stockfish: what matters is what the client sends."""
+    sent = tmp_path / "sent.txt"
+    path = tmp_path / "recorder.py"
+    path.write_text(
+        f"#!{sys.executable}\n"
+        + textwrap.dedent(
+            f"""
+            import sys
+            for line in sys.stdin:
+                with open({str(sent)!r}, "a") as out:
+                    out.write(line)
+                if line.startswith("uci"):
+                    print("id name Recorder\\nuciok", flush=True)
+                elif line.startswith("isready"):
+                    print("readyok", flush=True)
+                elif line.startswith("quit"):
+                    break
+            """
+        )
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    options = EngineOptions(str(path), threads=2, hash_mb=32, elo=1500, extra_options={"Foo": 1})
+    with UciEngine(options) as engine:
+        assert engine.name == "Recorder"
+    lines = sent.read_text().splitlines()
+    assert lines.index("isready") > max(i for i, s in enumerate(lines) if "setoption" in s)
+    assert {s for s in lines if s.startswith("setoption")} == {
+        "setoption name Threads value 2",
+        "setoption name Hash value 32",
+        "setoption name UCI_LimitStrength value true",
+        "setoption name UCI_Elo value 1500",
+        "setoption name Foo value 1",
+        "setoption name MultiPV value 1",
+    }
