@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 # Silence allowed to a search with only a depth limit, which bounds neither nodes nor time.
 DEPTH_ONLY_WATCHDOG_SECONDS = 300.0
 
+_LIMIT_KEYS = ("nodes", "time", "depth")
+
 
 @dataclass(frozen=True)
 class EngineOptions:
@@ -53,7 +55,7 @@ class EngineLimit:
     def __post_init__(self):
         if self.nodes is None and self.time is None and self.depth is None:
             raise ValueError("an engine limit needs at least one of nodes, time and depth")
-        for key in ("nodes", "time", "depth"):
+        for key in _LIMIT_KEYS:
             value = getattr(self, key)
             if value is not None and not value > 0:
                 raise ValueError(f"engine limit {key} must be positive, got {value!r}")
@@ -76,27 +78,22 @@ class EngineLimit:
             raise ValueError(f"limit {text!r}: nodes must be a whole number")
         return cls(nodes=int(value))
 
+    def _given(self) -> list[tuple[str, int | float]]:
+        return [(key, value) for key in _LIMIT_KEYS if (value := getattr(self, key)) is not None]
+
     def __str__(self) -> str:
-        parts = []
-        if self.nodes is not None:
-            parts.append(f"nodes={self.nodes}")
-        if self.time is not None:
-            parts.append(f"time={self.time:g}")
-        if self.depth is not None:
-            parts.append(f"depth={self.depth}")
-        return ",".join(parts)
+        return ",".join(
+            f"{key}={format(value, 'g') if isinstance(value, float) else value}"
+            for key, value in self._given()
+        )
 
     @property
     def go_args(self) -> str:
         """The limit as the arguments of a UCI `go` command."""
-        parts = []
-        if self.nodes is not None:
-            parts.append(f"nodes {self.nodes}")
-        if self.time is not None:
-            parts.append(f"movetime {max(1, round(self.time * 1000))}")
-        if self.depth is not None:
-            parts.append(f"depth {self.depth}")
-        return " ".join(parts)
+        return " ".join(
+            f"movetime {max(1, round(value * 1000))}" if key == "time" else f"{key} {value}"
+            for key, value in self._given()
+        )
 
     @property
     def deterministic(self) -> bool:
