@@ -169,69 +169,84 @@ def load(text) -> dict:
     return {"fen": start.fen(), "moves": moves}
 
 
-def _models_of(store: ModelStore, model: str | None, value: str | None):
-    """(name, predictor, value name, value predictor) of a request; 4xx for bad names."""
-    try:
-        name = model or store.default_model
-        predictor = store.predictor(name)
-        value_name = store.value_model(name, value)
-        value_predictor = store.predictor(value_name) if value_name else None
-    except ModelError as e:
-        raise ApiError(e.status, str(e)) from None
-    return name, predictor, value_name, value_predictor
+@dataclass(frozen=True)
+class MoveRequest:
+    """What /api/analysis and /api/play are asked: a playable position, the model and value
+    model named (None: the defaults), and the playouts to search (0: the policy alone)."""
+
+    board: chess.Board
+    model: str | None
+    value: str | None
+    simulations: int
+
+    @classmethod
+    def parse(
+        cls, settings: WebSettings, fen=None, moves=None, model=None, value=None, simulations=0
+    ) -> MoveRequest:
+        """The request from its parameters; 4xx naming the first bad one."""
+        board = game_board(fen, moves)
+        require_playable(board)
+        return cls(board, model, value, simulations_of(simulations, settings))
 
 
-def _search(store, names, predictors, board, sims, settings) -> TreeSearch:
-    """A fresh tree over `board` after `sims` playouts (names and predictors: the model's
-    and its value model's, None for none)."""
-    try:
-        evaluator = make_evaluator(*predictors)
-    except ValueError as e:  # a BC policy with no value model
-        raise ApiError(400, f"cannot search with {names[0]!r}: {e}") from None
-    for name in names:
-        if name is not None:  # every batch shape compiled before the clock starts
-            store.warm_up(name, settings.search_batch)
-    search = TreeSearch(evaluator, SearchConfig(batch=settings.search_batch))
-    search.set_position(board)
-    search.run(SearchLimit(sims=sims))
-    return search
+@dataclass(frozen=True)
+class _Models:
+    """A request's models, loaded: the policy's and its value model's (None for none)."""
+
+    name: str
+    predictor: object
+    value_name: str | None
+    value_predictor: object | None
+
+    @classmethod
+    def of(cls, store: ModelStore, request: MoveRequest) -> _Models:
+        """4xx for names that are not models."""
+        try:
+            name = request.model or store.default_model
+            predictor = store.predictor(name)  # first: it names an unknown model
+            value_name = store.value_model(name, request.value)
+            value_predictor = store.predictor(value_name) if value_name else None
+            return cls(name, predictor, value_name, value_predictor)
+        except ModelError as e:
+            raise ApiError(e.status, str(e)) from None
+
+    def search(self, store: ModelStore, request: MoveRequest, settings: WebSettings) -> TreeSearch:
+        """A fresh tree over the request's board after its playouts."""
+        try:
+            evaluator = make_evaluator(self.predictor, self.value_predictor)
+        except ValueError as e:  # a BC policy with no value model
+            raise ApiError(400, f"cannot search with {self.name!r}: {e}") from None
+        for name in (self.name, self.value_name):
+            if name is not None:  # every batch shape compiled before the clock starts
+                store.warm_up(name, settings.search_batch)
+        search = TreeSearch(evaluator, SearchConfig(batch=settings.search_batch))
+        search.set_position(request.board)
+        search.run(SearchLimit(sims=request.simulations))
+        return search
 
 
-def analysis(
-    store: ModelStore,
-    settings: WebSettings,
-    fen: str | None = None,
-    moves=None,
-    model: str | None = None,
-    value: str | None = None,
-    simulations=0,
-) -> dict:
+def analysis(store: ModelStore, settings: WebSettings, request: MoveRequest) -> dict:
     """Every legal move's score, best first, the position's value and, with simulations,
     the search's visits and values beside them."""
-    board = game_board(fen, moves)
-    require_playable(board)
-    sims = simulations_of(simulations, settings)
+    board = request.board
     started = time.perf_counter()
     with store.lock:
-        name, predictor, value_name, value_predictor = _models_of(store, model, value)
-        agent = NeuralAgent(predictor)
+        loaded = _Models.of(store, request)
+        agent = NeuralAgent(loaded.predictor)
         ucis, scores = agent.scored_moves(board)
-        if value_predictor is not None:
-            wins = dict(zip(*NeuralAgent(value_predictor).scored_moves(board), strict=True))
+        if loaded.value_predictor is not None:
+            value_agent = NeuralAgent(loaded.value_predictor)
+            wins = dict(zip(*value_agent.scored_moves(board), strict=True))
         elif target_kind(agent.target).value_head:
             wins = dict(zip(ucis, scores, strict=True))
         else:
             wins = {}
         position_value = None
         if wins:  # the value the search starts from: make_evaluator's rule
-            evaluator = make_evaluator(predictor, value_predictor)
+            evaluator = make_evaluator(loaded.predictor, loaded.value_predictor)
             position_value = float(evaluator.evaluate([board.copy(stack=False)])[0].value)
-        search = (
-            _search(store, (name, value_name), (predictor, value_predictor), board, sims, settings)
-            if sims
-            else None
-        )
-    kind = store.models[name].kind
+        search = loaded.search(store, request, settings) if request.simulations else None
+    kind = store.models[loaded.name].kind
     entries = {
         uci: {
             "uci": uci,
@@ -246,9 +261,9 @@ def analysis(
     result = {
         "fen": board.fen(),
         "turn": "white" if board.turn == chess.WHITE else "black",
-        "model": name,
-        "value_model": value_name,
-        "target": store.models[name].target,
+        "model": loaded.name,
+        "value_model": loaded.value_name,
+        "target": store.models[loaded.name].target,
         "kind": kind,
         "value": position_value,
         "white_value": None if position_value is None else _white(board, position_value),
@@ -289,41 +304,28 @@ def _search_json(board: chess.Board, search: TreeSearch, entries: dict) -> dict:
     }
 
 
-def play(
-    store: ModelStore,
-    settings: WebSettings,
-    fen: str | None = None,
-    moves=None,
-    model: str | None = None,
-    value: str | None = None,
-    simulations=0,
-) -> dict:
+def play(store: ModelStore, settings: WebSettings, request: MoveRequest) -> dict:
     """The model's move: its policy's best (simulations 0) or the search's most visited."""
-    board = game_board(fen, moves)
-    require_playable(board)
-    sims = simulations_of(simulations, settings)
+    board = request.board.copy()
     with store.lock:
-        name, predictor, value_name, value_predictor = _models_of(store, model, value)
-        if sims:
-            search = _search(
-                store, (name, value_name), (predictor, value_predictor), board, sims, settings
-            )
+        loaded = _Models.of(store, request)
+        if request.simulations:
+            search = loaded.search(store, request, settings)
             move = search.best_move()
             stats = next(s for s in search.root_moves() if s.move == move)
             extra = {"visits": stats.visits, "win": stats.q, "playouts": search.info().playouts}
         else:
-            agent = NeuralAgent(predictor)
-            ucis, scores = agent.scored_moves(board)
+            ucis, scores = NeuralAgent(loaded.predictor).scored_moves(board)
             i = int(np.argmax(scores))
             move = chess.Move.from_uci(ucis[i])
-            extra = {"score": float(scores[i]), "kind": store.models[name].kind}
+            extra = {"score": float(scores[i]), "kind": store.models[loaded.name].kind}
     san = board.san(move)
     board.push(move)
     return {
         "move": move.uci(),
         "san": san,
         "fen": board.fen(),
-        "model": name,
-        "simulations": sims,
+        "model": loaded.name,
+        "simulations": request.simulations,
         **extra,
     }
