@@ -57,7 +57,7 @@ _MIN_BUCKET = 16
 # on 2 cores, one board's moves (~29 rows, 20 real boards) in passes of 8 rows from 4 host
 # threads ran at 1.11x (9M) and 1.13x (small) the rows/s of passes of 2 (9M) or 8 (small,
 # the last pass padded) from 2 threads; passes of 16 at 1.08x (9M) and 1.06x (small), 32 at
-# 0.98x (small) (2026-11-24, interleaved board by board in one process); for 136M passes of
+# 0.98x (small) (interleaved board by board in one process); for 136M passes of
 # 2 ran at 0.90x and of 4 at 0.98x the rows/s of passes of 8.
 _MAX_ROWS_PER_PASS = 8
 # Passes are shared out between host threads: the CPU runtime leaves a core idle in the
