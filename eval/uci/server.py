@@ -69,16 +69,12 @@ from core.paths import resolve_path
 from core.values import centipawns
 from eval.engines import RandomAgent
 from eval.mcts import SearchInfo
-from eval.uci.choosers import (
-    AgentChooser,
+from eval.uci.choosers import AgentChooser, Decision, MoveChooser, MoveRequest, SearchControl
+from eval.uci.factories import (
     AgentFactory,
     ChooserFactory,
-    Decision,
     ModelUnavailable,
-    MoveChooser,
-    MoveRequest,
     NeuralFactory,
-    SearchControl,
     label,
 )
 from eval.uci.go import GoParams, parse_go, time_budget

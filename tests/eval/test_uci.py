@@ -16,7 +16,8 @@ import pytest
 
 from core.values import win_probability
 from eval.engines import RandomAgent
-from eval.uci.choosers import AgentChooser, ModelUnavailable
+from eval.uci.choosers import AgentChooser
+from eval.uci.factories import ModelUnavailable
 from eval.uci.options import OPTIONS, UciOptions
 from eval.uci.server import UciServer, parse_position, wdl_per_mille, win_prob_to_cp
 

@@ -14,7 +14,8 @@ import chess
 import chess.engine
 import pytest
 
-from eval.uci.choosers import AgentFactory, NeuralFactory, PolicyChooser, SearchChooser
+from eval.uci.choosers import PolicyChooser, SearchChooser
+from eval.uci.factories import AgentFactory, NeuralFactory
 from eval.uci.server import UciServer, score_words
 
 SEARCH = {"Simulations": 1_000_000, "SearchBatch": 4}  # limited by `go`, not by the option
