@@ -1,8 +1,8 @@
 """Agent specs, `KIND[:OPTIONS]`: how command lines name agents (eval/engines.py builds them).
 
-`parse_agent_spec` reads a spec and checks every value before anything starts, so a typo in
-the tenth agent of a tournament fails at once; `agent_arguments` gives the keyword arguments
-of the spec's agent class; `SPEC_HELP` is the grammar, printed by every CLI's --help.
+`parse_agent_spec` reads a spec and checks every value before any engine or model starts;
+`agent_arguments` gives the keyword arguments of the spec's agent class; `SPEC_HELP` is the
+grammar, printed by every CLI's --help.
 """
 
 from __future__ import annotations
