@@ -1,8 +1,8 @@
-"""`python -m eval.uci`: the command of eval/uci/server.py (`searchless-uci` too)."""
+"""`python -m eval.uci`: the command of eval/uci/command.py (`searchless-uci` too)."""
 
 import sys
 
-from eval.uci.server import main
+from eval.uci.command import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,15 +1,4 @@
-"""A UCI engine for a trained model (AV, SV or BC): plug it into a chess GUI, Cute Chess,
-fastchess or lichess-bot.
-
-    searchless-uci                                 # the default model, models/cpu
-    searchless-uci --checkpoint runs/small         # or: setoption name WeightsFile value ...
-    python -m eval.uci --checkpoint runs/small     # the same
-
-A relative model path is looked for in the directory the engine was started from, then in
-the project's checkout (core/paths.py), so a GUI may start it from anywhere. With no model
-to be had the engine still runs: `isready` reports `info string error: no model ...` and each
-`go` says so again and plays a uniformly random legal move, so that a GUI or tournament
-carries on instead of losing the engine.
+"""The UCI protocol loop of the engine (`python -m eval.uci`, eval/uci/command.py).
 
 The model is loaded, and every batch shape a move or a search can need is compiled, at the
 first `isready`, `ucinewgame` or `go`, and after that at each `setoption` that changes it: no
@@ -31,33 +20,29 @@ not continuing the game, starts a new one).
 Any other command during a search ends it first, with its `bestmove`.
 
 With `Ponder` on, `bestmove` names the reply expected (`bestmove e2e4 ponder e7e5`): the
-model's, or the search's most visited. The info line gives the move's value as `score cp`
-(the inverse of the win-probability formula; `score mate 1` for a move that mates, and for a
-search `score mate N` when its line ends in mate with a value of exactly 1 or 0) and, with
-`UCI_ShowWDL`, `wdl W D L` per mille; `nodes` is the network rows of a policy move or the
-playouts of a search, `pv` the reply too (policy with Ponder) or the most visited line.
+model's, or the search's most visited. The info line (eval/uci/info.py) gives the move's value
+as `score cp` (the inverse of the win-probability formula; `score mate 1` for a move that
+mates, and for a search `score mate N` when its line ends in mate with a value of exactly 1 or
+0) and, with `UCI_ShowWDL`, `wdl W D L` per mille; `nodes` is the network rows of a policy move
+or the playouts of a search, `pv` the reply too (policy with Ponder) or the most visited line.
 
 Malformed input (an unknown command, an illegal move or bad FEN in `position`, a bad option
 value, a bad `go` parameter) is answered with `info string error: ...` and the engine keeps
 running: a `position` with an error leaves the previous position, a rejected `setoption`
 the previous value, and every `go` gets its `bestmove`. A board's halfmove clock or fullmove
-number above 999 is read by the model as 999 (model/predictor.py). `quit` or the end of
-input ends the engine with status 0; Ctrl-C (SIGINT) prints one line and exits with 130.
+number above 999 is read by the model as 999 (model/predictor.py).
 
-The protocol loop (`UciServer`) takes any factory of move choosers (eval/uci/choosers.py), so
+The protocol loop (`UciServer`) takes any factory of move choosers (eval/uci/factories.py), so
 it is tested with the real random and Stockfish agents (the hidden `--agent SPEC` flag) as well
 as with a trained model.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import dataclasses
 import os
 import random
 import re
-import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -66,22 +51,12 @@ from typing import TextIO
 import chess
 
 from core.paths import resolve_path
-from core.values import centipawns
 from eval.engines import RandomAgent
 from eval.mcts import SearchInfo
-from eval.uci.choosers import (
-    AgentChooser,
-    AgentFactory,
-    ChooserFactory,
-    Decision,
-    ModelUnavailable,
-    MoveChooser,
-    MoveRequest,
-    NeuralFactory,
-    SearchControl,
-    label,
-)
+from eval.uci.choosers import AgentChooser, Decision, MoveChooser, MoveRequest, SearchControl
+from eval.uci.factories import ChooserFactory, ModelUnavailable, NeuralFactory
 from eval.uci.go import GoParams, parse_go, time_budget
+from eval.uci.info import info_line
 from eval.uci.options import (
     DEFAULT_WEIGHTS,
     UciError,
@@ -91,80 +66,11 @@ from eval.uci.options import (
     parse_value,
     with_option,
 )
+from eval.uci.position import parse_position
 
 ENGINE_NAME = "searchless-chess"
 ENGINE_AUTHOR = "searchless-chess authors"
-# Centipawns reported for a win probability of 0 or 1 (the inverse Lichess formula diverges).
-MAX_REPORTED_CP = 10_000
-EXIT_INTERRUPTED = 130
 _SETOPTION = re.compile(r"name\s+(?P<name>.+?)(?:\s+value(?:\s+(?P<value>.*))?)?")
-
-
-def win_prob_to_cp(p: float) -> int:
-    """The centipawns whose Lichess win probability is `p`, within +-MAX_REPORTED_CP."""
-    return int(round(max(-MAX_REPORTED_CP, min(MAX_REPORTED_CP, centipawns(p)))))
-
-
-def wdl_per_mille(p: float) -> tuple[int, int, int]:
-    """Win/draw/loss per mille for the model's win probability `p`. The model predicts an
-    expected score and no separate draw rate, so the draw share is 0 and W + D/2 = p."""
-    wins = int(round(1000 * min(1.0, max(0.0, p))))
-    return wins, 0, 1000 - wins
-
-
-def score_words(board: chess.Board, pv: list[chess.Move], win_prob: float | None, exact: bool):
-    """The `score ...` words of an info line (none without a value) and the WDL per mille.
-    `score mate 1` for a first move that mates; with `exact` (a search's value, exact for
-    lines the rules end), `score mate N` also for a pv ending in mate whose value is a sure
-    win (N > 0) or loss (N < 0)."""
-    after = board.copy(stack=False)
-    after.push(pv[0])
-    if after.is_checkmate():
-        return "score mate 1", (1000, 0, 0)
-    if win_prob is None:
-        return None, None
-    if exact and win_prob in (0.0, 1.0):
-        for move in pv[1:]:
-            after.push(move)
-        plies = len(pv)
-        if after.is_checkmate() and (plies % 2 == 1) == (win_prob == 1.0):
-            mate = (plies + 1) // 2 if win_prob == 1.0 else -(plies // 2)
-            return f"score mate {mate}", (1000, 0, 0) if mate > 0 else (0, 0, 1000)
-    return f"score cp {win_prob_to_cp(win_prob)}", wdl_per_mille(win_prob)
-
-
-def parse_position(args: list[str]) -> chess.Board:
-    """`startpos|fen FEN [moves m1 m2 ...]` -> the board with every move on its stack."""
-    if "moves" in args:
-        split = args.index("moves")
-        head, moves = args[:split], args[split + 1 :]
-    else:
-        head, moves = args, []
-    if head == ["startpos"]:
-        board = chess.Board()
-    elif len(head) > 1 and head[0] == "fen":
-        fen = " ".join(head[1:])
-        try:
-            board = chess.Board(fen)
-        except ValueError as e:
-            raise UciError(f"invalid FEN {fen!r}: {e}") from None
-        if not board.is_valid():
-            raise UciError(f"invalid FEN {fen!r}: {board.status()!r}")
-    else:
-        raise UciError(f"position needs startpos or fen FEN, got {' '.join(head)!r}")
-    for uci in moves:
-        try:
-            move = board.parse_uci(uci)
-        except ValueError:
-            move = None
-        # parse_uci lets the null move 0000 through; playing it can leave a king in check.
-        if not move:
-            raise UciError(f"illegal move {uci!r} in position {board.fen()!r}")
-        board.push(move)
-    return board
-
-
-# --- the protocol ----------------------------------------------------------------------
 
 
 class UciServer:
@@ -278,7 +184,7 @@ class UciServer:
             return None
 
     def _info(self, board: chess.Board, decision: Decision, pv: list[chess.Move], secs: float):
-        return self._info_line(
+        return info_line(
             board,
             pv,
             decision.win_prob,
@@ -287,34 +193,8 @@ class UciServer:
             decision.nodes,
             secs,
             exact=decision.searched,
+            show_wdl=self.options.show_wdl,
         )
-
-    def _info_line(
-        self,
-        board: chess.Board,
-        pv: list[chess.Move],
-        win_prob: float | None,
-        depth: int,
-        seldepth: int,
-        nodes: int,
-        secs: float,
-        exact: bool,
-    ) -> str:
-        parts = ["info", f"depth {depth}", f"seldepth {seldepth}", "multipv 1"]
-        score, wdl = score_words(board, pv, win_prob, exact)
-        if score is not None:
-            parts.append(score)
-        if wdl is not None and self.options.show_wdl:
-            parts.append("wdl {} {} {}".format(*wdl))
-        millis = int(round(secs * 1000))
-        parts += [
-            f"nodes {nodes}",
-            f"nps {int(nodes / max(secs, 1e-3))}",
-            f"time {millis}",
-            "pv",
-            *(m.uci() for m in pv),
-        ]
-        return " ".join(parts)
 
     def answer(
         self, board: chess.Board, go: GoParams, allowed: frozenset[chess.Move] | None
@@ -444,7 +324,7 @@ class UciServer:
 
         def on_info(info: SearchInfo) -> None:
             if info.pv:
-                line = self._info_line(
+                line = info_line(
                     board,
                     list(info.pv),
                     info.win_prob,
@@ -453,6 +333,7 @@ class UciServer:
                     info.playouts,
                     time.monotonic() - started,
                     exact=True,
+                    show_wdl=self.options.show_wdl,
                 )
                 self.send(line)
 
@@ -547,88 +428,3 @@ _WHILE_SEARCHING = ("isready", "stop", "ponderhit", "debug")
 
 def _is_command(engine: UciServer, token: str) -> bool:
     return callable(getattr(engine, f"cmd_{token}", None))
-
-
-def _rows_per_pass(text: str) -> int | None | str:
-    if text in ("auto", "none"):
-        return None if text == "none" else text
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise argparse.ArgumentTypeError(f"expected auto, none or a positive integer, got {text!r}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="searchless-uci", description=__doc__.split("\n\n")[0], allow_abbrev=False
-    )
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--checkpoint",
-        help=f"a run dir (latest checkpoint) or a checkpoint dir; default {DEFAULT_WEIGHTS}. "
-        "Relative paths: from the start directory, else from the project's checkout",
-    )
-    source.add_argument("--agent", help=argparse.SUPPRESS)  # any agent spec, for tests
-    parser.add_argument("--engine", default=None, help=argparse.SUPPRESS)
-    # For bench/uci.py: the engine without its warm-up, and the predictor's row passes
-    # ("none": padded buckets, as on an accelerator).
-    parser.add_argument("--no-warm-up", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--rows-per-pass", type=_rows_per_pass, default="auto", help=argparse.SUPPRESS
-    )
-    parser.add_argument("--temperature", type=float, default=0.0, help="initial Temperature")
-    parser.add_argument(
-        "--no-repetition-workaround", action="store_true", help="RepetitionWorkaround off"
-    )
-    parser.add_argument("--no-ema", action="store_true", help="UseEMA off")
-    parser.add_argument("--seed", type=int, default=0, help="initial Seed")
-    args = parser.parse_args(argv)
-    start_dir = os.getcwd()
-    weights = args.checkpoint or DEFAULT_WEIGHTS
-    resolved = resolve_path(weights, start_dir)
-    try:
-        temperature = parse_value(find_option("Temperature"), str(args.temperature))
-        seed = parse_value(find_option("Seed"), str(args.seed))
-    except UciError as e:
-        parser.error(str(e))
-    # The default model keeps its name, so that UciOptions.value_model_path knows it and puts
-    # its value model beside it; the factory resolves both as it resolves any WeightsFile.
-    defaults = UciOptions(
-        weights=(resolved.path or weights) if args.checkpoint else DEFAULT_WEIGHTS,
-        temperature=temperature,
-        repetition_workaround=not args.no_repetition_workaround,
-        use_ema=not args.no_ema,
-        seed=seed,
-    )
-    if args.agent:
-        factory: ChooserFactory = AgentFactory(args.agent, engine_path=args.engine)
-        name = f"{ENGINE_NAME} ({args.agent})"
-    else:
-        factory = NeuralFactory(
-            start_dir, warm_up=not args.no_warm_up, rows_per_pass=args.rows_per_pass
-        )
-        name = f"{ENGINE_NAME} {label(resolved.path)}" if resolved.path else ENGINE_NAME
-        if resolved.path is None and args.checkpoint:
-            print(
-                f"searchless-uci: error: checkpoint {resolved.describe_missing()}; running "
-                "without a model until WeightsFile names one",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    # A GUI may send bytes that are not UTF-8; they must not end the engine.
-    if hasattr(sys.stdin, "reconfigure"):
-        sys.stdin.reconfigure(encoding="utf-8", errors="replace")
-    engine = UciServer(factory, sys.stdout, name=name, defaults=defaults, start_dir=start_dir)
-    try:
-        engine.run(sys.stdin)
-    except KeyboardInterrupt:
-        print("searchless-uci: interrupted", file=sys.stderr, flush=True)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:  # the GUI went away; keep Python's exit flush from failing too
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

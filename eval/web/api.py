@@ -26,7 +26,7 @@ from eval.engines import NeuralAgent
 from eval.evaluators import make_evaluator
 from eval.mcts import SearchConfig, SearchLimit, TreeSearch
 from eval.uci.options import DEFAULT_SEARCH_BATCH, UciError
-from eval.uci.server import parse_position
+from eval.uci.position import parse_position
 from eval.web.models import ModelError, ModelStore
 
 # Playouts a request may ask for: a few seconds of the CPU model; a request is not stoppable.

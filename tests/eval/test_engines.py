@@ -9,7 +9,6 @@ import pytest
 from core.actions import legal_actions
 from core.engine_path import EngineNotFoundError
 from eval.engines import (
-    ELO_MOVE_TIME,
     Agent,
     EngineSettings,
     GreedyAgent,
@@ -24,7 +23,7 @@ from eval.engines import (
     pick_index,
     repetition_adjusted,
 )
-from eval.stockfish_agents import engine_elo_range
+from eval.stockfish_agents import ELO_MOVE_TIME, engine_elo_range
 
 SCHOLAR = "r1bqkbnr/pppp1ppp/2n5/4p3/2B1P3/5Q2/PPPP1PPP/RNB1K1NR w KQkq - 2 4"  # Qxf7#
 FOOL = "rnbqkbnr/pppp1ppp/8/4p3/6P1/5P2/PPPPP2P/RNBQKBNR b KQkq - 0 2"  # Qh4#

@@ -20,9 +20,11 @@ import jax
 import pytest
 
 from eval.engines import NeuralAgent
-from eval.uci.choosers import ModelUnavailable, NeuralFactory, PolicyChooser
+from eval.uci.choosers import PolicyChooser
+from eval.uci.factories import ModelUnavailable, NeuralFactory
 from eval.uci.options import OPTIONS, UciOptions
-from eval.uci.server import UciServer, parse_position
+from eval.uci.position import parse_position
+from eval.uci.server import UciServer
 from model import config as config_lib
 from model.predictor import Predictor
 from model.transformer import init_params

@@ -14,8 +14,10 @@ import chess
 import chess.engine
 import pytest
 
-from eval.uci.choosers import AgentFactory, NeuralFactory, PolicyChooser, SearchChooser
-from eval.uci.server import UciServer, score_words
+from eval.uci.choosers import PolicyChooser, SearchChooser
+from eval.uci.factories import AgentFactory, NeuralFactory
+from eval.uci.info import score_words
+from eval.uci.server import UciServer
 
 SEARCH = {"Simulations": 1_000_000, "SearchBatch": 4}  # limited by `go`, not by the option
 MIDDLEGAME = "r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4"

@@ -14,7 +14,7 @@ import pytest
 
 from core.schema import read_boards
 from eval.engines import make_agent
-from eval.uci.server import parse_position
+from eval.uci.position import parse_position
 from jobs import cpu_model, cpu_model_steps
 from jobs.cpu_model_settings import CHECKS_SPLIT, PUZZLE_FILE, SCALES, STS_FILE, Paths, train_glob
 from model.checkpoint import checkpoints_dir

@@ -1,0 +1,203 @@
+"""Move choosers from the UCI options (eval/uci/choosers.py): NeuralFactory for a trained
+model, AgentFactory for the hidden --agent of the tests. NeuralFactory loads each (model,
+UseEMA) once, compiling every batch shape a move can need, and starts XLA's thread pools with
+`Threads` threads (eval/uci/threads.py). A factory that has no model to give raises
+ModelUnavailable, and the engine plays on with the random mover.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Literal, Protocol
+
+import chess
+import numpy as np
+
+from core.paths import resolve_path
+from eval.engines import NeuralAgent, make_agent
+from eval.evaluators import make_evaluator
+from eval.mcts import SearchConfig, TreeSearch, max_nodes_for
+from eval.uci import threads
+from eval.uci.choosers import AgentChooser, MoveChooser, PolicyChooser, SearchChooser
+from eval.uci.options import DEFAULT_WEIGHTS, UciOptions
+
+
+class ModelUnavailable(Exception):
+    """There is no model to play with; the message says why and what to do."""
+
+
+class ChooserFactory(Protocol):
+    def __call__(self, options: UciOptions) -> MoveChooser: ...
+
+
+def label(path: str) -> str:
+    """A run's name for a run dir or one of its checkpoint dirs."""
+    parts = os.path.normpath(path).split(os.sep)
+    if len(parts) >= 3 and parts[-1].isdigit() and parts[-2] == "checkpoints":
+        return f"{parts[-3]}@{parts[-1]}"
+    return parts[-1]
+
+
+def xla_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "searchless-chess", "xla")
+
+
+def keep_compilations_on_disk() -> None:
+    """Keeps XLA's compiled batch shapes in xla_cache_dir() (JAX's persistent compilation
+    cache), so an engine started again for the same architecture (lichess-bot starts one
+    per game, tournament managers restart them) reads them back instead of compiling: the
+    warm-up then costs a fraction. A cache the user set (JAX_COMPILATION_CACHE_DIR) or
+    turned off (JAX_ENABLE_COMPILATION_CACHE=false) is left alone."""
+    import jax  # only with a model: see NeuralFactory._load
+
+    if jax.config.jax_compilation_cache_dir or not jax.config.jax_enable_compilation_cache:
+        return
+    directory = xla_cache_dir()
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        return  # nowhere to keep them: every start compiles
+    jax.config.update("jax_compilation_cache_dir", directory)
+    # JAX keeps only compilations slower than 1 s by default; each shape counts here.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+class NeuralFactory:
+    """Policies of the model WeightsFile names; each (model, UseEMA) is loaded once, and the
+    first load starts XLA with `Threads` threads."""
+
+    def __init__(
+        self,
+        start_dir: str,
+        warm_up: bool = True,
+        rows_per_pass: int | None | Literal["auto"] = "auto",
+    ):
+        self.start_dir = start_dir
+        self.warm_up = warm_up
+        self.rows_per_pass = rows_per_pass  # the predictor's (model/predictor.py)
+        self.runtime_threads: int | None = None  # threads XLA's pools were made with
+        self._predictors: dict[tuple[str, bool], object] = {}
+        self._fixed: dict[int, int] = {}  # id(predictor) -> boards per call its shapes fit
+
+    def __call__(self, options: UciOptions) -> MoveChooser:
+        resolved = resolve_path(options.weights or DEFAULT_WEIGHTS, self.start_dir)
+        if resolved.path is None:
+            raise ModelUnavailable(
+                f"no model: {resolved.describe_missing()}; name one with --checkpoint PATH "
+                "or setoption name WeightsFile value PATH"
+            )
+        predictor = self._load(resolved.path, options)
+        agent = NeuralAgent(
+            predictor,
+            temperature=options.temperature,
+            seed=options.seed,
+            repetition_workaround=options.repetition_workaround,
+            name=label(resolved.path),
+        )
+        value_model, note = self._value_model(predictor, options)
+        policy = PolicyChooser(agent, options.seed, value_model)
+        policy.warning = policy.value_error = note
+        if options.simulations == 0:
+            return policy
+        try:
+            evaluator = make_evaluator(
+                predictor, value_model, prior_temperature=options.prior_temperature
+            )
+        except ValueError as e:  # a BC model without a value model: its policy plays
+            policy.warning = f"Simulations {options.simulations} ignored: {e}"
+            return policy
+        for model in (predictor, value_model):
+            if model is not None:
+                self._fix_shapes(model, options.search_batch)
+        config = SearchConfig(
+            cpuct=options.cpuct,
+            batch=options.search_batch,
+            contempt=options.search_contempt or None,
+            max_nodes=max_nodes_for(options.hash_mb),
+        )
+        search = TreeSearch(evaluator, config, np.random.default_rng(options.seed))
+        return SearchChooser(policy, search, options.simulations, options.seed)
+
+    def _value_model(self, predictor, options: UciOptions):
+        """(the value model, None) beside a BC policy (UciOptions.value_model_path); (None,
+        why not) when it cannot be used; (None, None) beside an AV or SV model, which values
+        moves itself, or where there is none."""
+        path = options.value_model_path()
+        if predictor.config.target_kind.value_head or not path:
+            return None, None
+        named = bool(options.value_weights)  # the default companion may be absent quietly
+        resolved = resolve_path(path, self.start_dir)
+        if resolved.path is None:
+            return None, (f"no value model: {resolved.describe_missing()}" if named else None)
+        try:
+            value_model = self._load(resolved.path, options)
+        except ModelUnavailable as e:
+            return None, str(e)
+        if not value_model.config.target_kind.value_head:
+            return None, f"ValueFile {resolved.path!r} is a BC model, not an AV or SV one"
+        return value_model, None
+
+    def _fix_shapes(self, predictor, boards: int) -> None:
+        """Fixes the model's batch shapes for `boards` leaves per network call and compiles
+        them all (unless warm-up is off), once per model and batch: from then on no search
+        waits for XLA, however its batches and boards vary."""
+        if self._fixed.get(id(predictor)) != boards:
+            predictor.fix_shapes(boards, compile_now=self.warm_up)
+            self._fixed[id(predictor)] = boards
+
+    def _load(self, path: str, options: UciOptions):
+        key = (path, options.use_ema)
+        if key not in self._predictors:
+            # JAX is imported here, not at the top: `uci` must be answered in the
+            # handshake's few seconds, and the test agents (--agent) never need it.
+            from model.predictor import Predictor
+
+            keep_compilations_on_disk()
+            first = self.runtime_threads is None  # XLA's thread pools not made yet
+            pools = threads.thread_pools_of(options.threads) if first else contextlib.nullcontext()
+            try:
+                with pools:
+                    predictor = Predictor.from_checkpoint(
+                        path, use_ema=options.use_ema, rows_per_pass=self.rows_per_pass
+                    )
+                    if self.warm_up:
+                        predictor.warm_up(max_boards=1)  # one board per move
+                    else:  # as the engine did before the warm-up: the first move's shape
+                        predictor.move_values([chess.Board()])
+            # A user's file can fail to load in as many ways as orbax and JAX have errors;
+            # whichever it is, the engine must report it and stay up.
+            except Exception as e:
+                raise ModelUnavailable(
+                    f"cannot load model {path!r}: {type(e).__name__}: {e}"
+                ) from None
+            if first:  # the pools were made by the computations above
+                self.runtime_threads = threads.effective_threads(options.threads)
+            self._predictors[key] = predictor
+        return self._predictors[key]
+
+    def threads_note(self, requested: int) -> str | None:
+        """Why a Threads change cannot take effect now, if it cannot."""
+        if self.runtime_threads is None or not threads.supported():
+            return None
+        if threads.effective_threads(requested) == self.runtime_threads:
+            return None
+        return (
+            f"Threads {requested} applies when the engine restarts: the model computes with "
+            f"{self.runtime_threads} thread(s), fixed when it was loaded"
+        )
+
+
+class AgentFactory:
+    """Choosers of one agent spec (random, stockfish:...): the hidden --agent, for tests."""
+
+    def __init__(self, spec: str, engine_path: str | None = None):
+        self.spec = spec
+        self.engine_path = engine_path
+
+    def __call__(self, options: UciOptions) -> MoveChooser:
+        try:
+            return AgentChooser(make_agent(self.spec, engine_path=self.engine_path))
+        except Exception as e:  # a bad spec or a missing engine: reported, engine stays up
+            raise ModelUnavailable(f"cannot make agent {self.spec!r}: {e}") from None
