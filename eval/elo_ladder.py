@@ -42,16 +42,10 @@ from core.progress import format_duration
 from eval.agent_base import Agent
 from eval.elo_fixed import FixedFit, RatedGame, fit_against_fixed, games_for_half_width, summed
 from eval.engines import make_agent
+from eval.game import AdjudicationConfig, Adjudicator, ScheduledGame, play_game, to_pgn
 from eval.mcts import DEFAULT_SIMS
 from eval.stockfish_agents import start_engine, uci_elo_range
-from eval.tournament import (
-    AdjudicationConfig,
-    Adjudicator,
-    ScheduledGame,
-    TournamentConfig,
-    play_game,
-    to_pgn,
-)
+from eval.tournament import TournamentConfig
 from eval.uci.options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
 
 # The model searchless, and searching as the UCI engine does when given Simulations: PUCT
