@@ -50,9 +50,10 @@ from core.paths import project_root, resolve_path
 from core.progress import Progress, format_duration
 from eval.engines import MctsAgent, NeuralAgent, make_agent, parse_agent_spec
 from eval.evaluators import make_evaluator
+from eval.game import play_game
 from eval.mcts import DEFAULT_CPUCT, SearchConfig
 from eval.puzzles import evaluate
-from eval.tournament import TournamentConfig, play_game, run_tournament
+from eval.tournament import TournamentConfig, run_tournament
 from model.predictor import Predictor
 
 PARTS = ("speed", "puzzles", "elo", "odds")

@@ -41,17 +41,12 @@ from core.openings import Opening, choose_openings, load_openings
 from core.progress import format_duration
 from eval.agent_base import Agent
 from eval.elo_fixed import FixedFit, RatedGame, fit_against_fixed, games_for_half_width, summed
+from eval.elo_ladder_report import ANCHOR_STATEMENT, format_markdown, replot, write_reports
 from eval.engines import make_agent
+from eval.game import AdjudicationConfig, Adjudicator, ScheduledGame, play_game, to_pgn
 from eval.mcts import DEFAULT_SIMS
 from eval.stockfish_agents import start_engine, uci_elo_range
-from eval.tournament import (
-    AdjudicationConfig,
-    Adjudicator,
-    ScheduledGame,
-    TournamentConfig,
-    play_game,
-    to_pgn,
-)
+from eval.tournament import TournamentConfig
 from eval.uci.options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
 
 # The model searchless, and searching as the UCI engine does when given Simulations: PUCT
@@ -65,17 +60,6 @@ DEFAULT_BASELINES = ("greedy", "random")
 # How far past its bound the next level goes while a player has scored 0% or 100%.
 JUMP = 400
 OUTPUTS = ("elo.json", "elo.md", "elo.png", "games.pgn")
-# What the numbers mean; {…} filled in from the run.
-ANCHOR_STATEMENT = (
-    "Elo on Stockfish's own UCI_Elo scale: the opponents are {engine} with UCI_LimitStrength "
-    "at UCI_Elo N, rated N. Stockfish calibrated UCI_Elo (its pull request #2225) with games "
-    "at 60s+0.6s, Hash 64 MB, rated with Ordo and anchored to goldfish 1.13 = 2000 on the "
-    "CCRL 40/4 list (Stockfish 16 refitted it against CCRL-rated Stash versions). So it is a "
-    "computer-rating-list scale, not a Lichess, chess.com or FIDE rating. The games here are "
-    "not at 60s+0.6s but at {time_control}; the engine's range is {low}..{high}, and a rating "
-    "below {low} is the logistic model's extrapolation from lopsided scores against the "
-    "weakest level."
-)
 
 
 @dataclass(frozen=True)
@@ -381,47 +365,6 @@ def run_ladder(
     return document
 
 
-def write_reports(document: dict, out: pathlib.Path) -> None:
-    """`elo.md` and `elo.png` from the JSON document (also `--replot`: no games)."""
-    (out / "elo.md").write_text(format_markdown(document), encoding="utf-8")
-    from eval.plot import plot_elo_ladder  # matplotlib only when plotting
-
-    plot_elo_ladder(document, str(out / "elo.png"))
-
-
-def format_markdown(document: dict) -> str:
-    """The results table, with the time control and the anchor statement under it."""
-    lines = [
-        "| player | Elo (95% interval) | games | score | levels met (games) | stopped by |",
-        "|---|---|---|---|---|---|",
-    ]
-    for p in document["players"]:
-        fit = p["fit"]
-        if fit is None:
-            elo = "no games"
-        elif fit["bound"] == "upper":
-            elo = f"below {fit['upper']:.0f}"
-        elif fit["bound"] == "lower":
-            elo = f"above {fit['lower']:.0f}"
-        else:
-            elo = f"**{fit['elo']:.0f}** [{fit['lower']:.0f}, {fit['upper']:.0f}]"
-        score = f"{100 * fit['score']:.1f}%" if fit else "-"
-        levels = ", ".join(f"{lv['elo']:g} ({lv['games']})" for lv in p["levels"])
-        stop = p["stop"]
-        if stop == "converged":
-            stop = f"interval ±{document['config']['target']:g} reached"
-        lines.append(f"| {p['name']} | {elo} | {len(p['games'])} | {score} | {levels} | {stop} |")
-    lines += [
-        "",
-        f"Time control: {document['time_control']}.",
-        "",
-        f"Scale: {document['anchor']}",
-        "",
-        f"Command: `{document['command']}`" if document["command"] else "",
-    ]
-    return "\n".join(lines).rstrip() + "\n"
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m eval.elo_ladder",
@@ -465,17 +408,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _replot(out: pathlib.Path) -> int:
-    try:
-        document = json.loads((out / "elo.json").read_text(encoding="utf-8"))
-        write_reports(document, out)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        print(f"error: cannot redraw from {out / 'elo.json'}: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {out / 'elo.md'} and {out / 'elo.png'}", file=sys.stderr)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -484,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         parser.error(str(e))
     if args.replot:
-        return _replot(pathlib.Path(args.out))
+        return replot(pathlib.Path(args.out))
     command = "python -m eval.elo_ladder " + shlex.join(sys.argv[1:] if argv is None else argv)
     try:
         document = run_ladder(

@@ -192,7 +192,8 @@ def puzzles(config: DemoConfig, log: StepLog, out: pathlib.Path, plot: pathlib.P
 def tournament(config: DemoConfig, log: StepLog, out_dir: pathlib.Path) -> dict:
     with sigint_exits(_INTERRUPTED):  # JAX's import: see sigint_exits
         from eval.engines import make_agent
-        from eval.tournament import AdjudicationConfig, TournamentConfig, run_tournament
+        from eval.game import AdjudicationConfig
+        from eval.tournament import TournamentConfig, run_tournament
 
     specs = agent_specs(config)
     chosen = [specs["model"], specs["random"], specs["weak"]]

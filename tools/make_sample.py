@@ -41,7 +41,7 @@ from core.engine_path import engine_id, find_engine
 from core.openings import load_openings
 from core.progress import Progress
 from eval.engines import EngineSettings, RandomAgent, StockfishAgent
-from eval.tournament import play_game
+from eval.game import play_game
 from tools.sample_puzzles import PuzzleRules, find_puzzles, select, write_puzzles
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """Helpers for the eval tests: a scripted agent (protocol tests), positions made by moves,
-a UCI engine process to talk to line by line, and (session fixtures) Stockfish-annotated
-boards and a small model trained on them."""
+random tiny networks for the tree search, a UCI engine process to talk to line by line, and
+(session fixtures) Stockfish-annotated boards and a small model trained on them."""
 
 from __future__ import annotations
 
@@ -12,10 +12,16 @@ import subprocess
 import threading
 
 import chess
+import jax
+import numpy as np
 import pytest
 
 from core.schema import BOARDS_PREFIX, make_board_row, shard_name, write_boards
 from eval.engines import AgentBase, EngineSettings, StockfishOracleAgent
+from eval.evaluators import make_evaluator
+from model.config import Config
+from model.predictor import Predictor
+from model.transformer import init_params
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -47,6 +53,30 @@ def position_after(fen: str, moves: str) -> str:
 def scripted():
     """The ScriptedAgent class and the position_after helper."""
     return ScriptedAgent, position_after
+
+
+@pytest.fixture(scope="module")
+def nets():
+    """Random one-layer tiny models of each target (their weights jittered so that moves
+    score differently), and the evaluators searching with them."""
+    rng = np.random.default_rng(1)
+    predictors = {}
+    for target in ("av", "sv", "bc"):
+        config = Config().replace(
+            train={"target": target},
+            model={"size": "tiny", "num_layers": 1, "embedding_dim": 32, "num_heads": 2},
+        )
+        params = jax.tree_util.tree_map(
+            lambda p: p + rng.normal(0.0, 0.05, p.shape).astype(p.dtype),
+            init_params(config, seed=1),
+        )
+        predictors[target] = Predictor(params, config)
+    evaluators = {
+        "av": make_evaluator(predictors["av"]),
+        "sv": make_evaluator(predictors["sv"]),
+        "bc+sv": make_evaluator(predictors["bc"], predictors["sv"]),
+    }
+    return predictors, evaluators
 
 
 def random_positions(num: int, seed: int) -> list[tuple[str, int]]:

@@ -9,6 +9,7 @@ import chess
 import chess.pgn
 import pytest
 
+from core.game_end import board_outcome
 from core.openings import (
     DEFAULT_OPENINGS,
     Opening,
@@ -17,15 +18,8 @@ from core.openings import (
     load_openings,
 )
 from eval.engines import AgentBase, RandomAgent, make_agent
-from eval.tournament import (
-    AdjudicationConfig,
-    TournamentConfig,
-    board_outcome,
-    main,
-    play_game,
-    run_tournament,
-    schedule,
-)
+from eval.game import AdjudicationConfig, play_game
+from eval.tournament import TournamentConfig, main, run_tournament, schedule
 
 START = Opening("start", "", chess.STARTING_FEN, ())
 
@@ -279,7 +273,8 @@ def test_cli_prints_the_table_and_writes_files(tmp_path, capsys):
 
 def test_pgn_headers_round_trip_through_a_reader():
     # The PGN a tournament writes is what standard tools read: exercise the writer directly.
-    from eval.tournament import Outcome, ScheduledGame, to_pgn
+    from core.game_end import Outcome
+    from eval.game import ScheduledGame, to_pgn
 
     opening = Opening("Test", "", "8/8/4k3/8/8/3RK3/8/8 w - - 0 1", ("d3d4",))
     board = opening.board()
