@@ -38,7 +38,8 @@ from core.actions import legal_actions
 from pipeline.chessbench.bag import BagReader, BagWriter
 from pipeline.chessbench.import_chessbench import ChessBenchConfig, run_config
 from pipeline.chessbench.records import decode_av, encode_av
-from pipeline.lichess_evals.import_lichess_evals import LichessEvalsConfig, import_lichess_evals
+from pipeline.lichess_evals.config import LichessEvalsConfig
+from pipeline.lichess_evals.import_lichess_evals import import_lichess_evals
 
 TARGET_RECORDS_PER_S = 200_000
 

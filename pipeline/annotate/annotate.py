@@ -42,15 +42,14 @@ A run holds the split's lock (`split_lock`) while it writes the split. The comma
 Ctrl-C or SIGTERM in one line, keeping the journal (`core.interrupts`), and exits 1, in one
 line, on an error, on a run that read no game, and on a run in which every board failed.
 
-The job's modules: this one is the command (options -> `AnnotateConfig`, then the run);
-`annotate_config` the settings; `annotate_output` readies the split (fresh, resumed or refused);
-`annotate_graph` the Beam graph, whose DoFns are in `annotate_games` (stages 1-2),
-`annotate_boards` (stage 4) and `annotate_journal` (resume).
+The job's modules: this one is the command (the run, its stats and its exit); `arguments` the
+command line -> `AnnotateConfig`; `config` the settings; `output` readies the split (fresh,
+resumed or refused); `graph` the Beam graph, whose DoFns are in `games` (stages 1-2), `boards`
+(stage 4) and `journal` (resume).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
 import functools
@@ -63,236 +62,31 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from core.cli import (
-    config_from_args,
-    int_at_least,
-    non_negative_int,
-    plain_name,
-    positive_float,
-    positive_int,
-)
 from core.engine_path import find_engine
-from core.engine_settings import EngineLimit
 from core.interrupts import stop_on_signals
 from core.outputs import check_dir, disk_full, disk_full_line, quiet_disk_full
 from core.progress import format_duration, print_result
 from core.schema import (
     FAILURES_PREFIX,
-    MAX_SHARDS,
     SCHEMA_VERSION,
     failures_dir,
     shard_name,
     stats_path,
 )
 from pipeline import engine_slots, stats
-from pipeline.action_values import MODES
-from pipeline.annotate.config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
+from pipeline.annotate.arguments import parse_args
+from pipeline.annotate.config import AnnotateConfig
 from pipeline.annotate.games import stopping_input_error
 from pipeline.annotate.graph import build
-from pipeline.annotate.journal import (
-    JOURNAL_EVERY,
-    JOURNAL_SECONDS,
-    delete_journal,
-    flush_open_writers,
-)
+from pipeline.annotate.journal import delete_journal, flush_open_writers
 from pipeline.annotate.output import annotate_identity, prepare_output
-from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, keep_line, scratch_tempdir, set_verbose
+from pipeline.beam_env import VERBOSE_FLAG, keep_line, scratch_tempdir, set_verbose
 from pipeline.card import write_card
 from pipeline.engine import EngineError, UciEngine
 from pipeline.exclude import Exclusions, load_exclusions
-from pipeline.portable import DEFAULT_GROUPS, for_workers, runner_args
+from pipeline.portable import for_workers, runner_args
 from pipeline.sources import expand_inputs
 from pipeline.split_lock import SplitBusy, split_lock
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipeline.annotate",
-        description="Lichess PGN -> deduplicated boards -> Stockfish action values -> Parquet. "
-        "Options not listed here go to Beam (e.g. --runner, --direct_num_workers).",
-    )
-    parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
-    parser.add_argument(
-        "inputs",
-        nargs="+",
-        help="PGN inputs: paths, globs, dirs or URLs "
-        "(.pgn, .pgn.zst, .pgn.gz; local, gs://, s3://, http(s)://)",
-    )
-    parser.add_argument("--out", required=True, help="output root (any Beam filesystem)")
-    parser.add_argument(
-        "--split",
-        default="train",
-        type=plain_name,
-        help="subdirectory of --out, a plain name (default train)",
-    )
-    _add_engine_options(parser)
-    _add_sampling_options(parser)
-    _add_output_options(parser)
-    return parser
-
-
-def _add_engine_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--limit",
-        default=DEFAULT_LIMIT,
-        type=EngineLimit.parse,
-        help="each search's limit: nodes=N (reproducible) or time=SECONDS "
-        f"(the paper: time=0.05); default {DEFAULT_LIMIT}",
-    )
-    parser.add_argument(
-        "--mode",
-        choices=MODES,
-        default="action-values",
-        help="action-values: every legal move searched alone under --limit (full AV rows, "
-        "the default); search: one unrestricted search per board (state value, best move, "
-        "and the --multipv best moves' values as a partial row), 1/32 of the nodes at the "
-        "same --limit",
-    )
-    parser.add_argument(
-        "--multipv",
-        type=positive_int,
-        default=1,
-        help="--mode search: the K best lines whose first moves are valued (default 1)",
-    )
-    parser.add_argument(
-        "--engine",
-        default=None,
-        help="UCI engine path on the workers (default: $STOCKFISH, PATH, /usr/games/stockfish)",
-    )
-    parser.add_argument(
-        "--threads",
-        type=positive_int,
-        default=1,
-        help="engine threads per worker (1 keeps nodes= runs reproducible)",
-    )
-    parser.add_argument(
-        "--hash", type=positive_int, default=16, dest="hash_mb", help="engine hash, MB"
-    )
-    parser.add_argument(
-        "--engine-timeout",
-        type=positive_float,
-        default=None,
-        help="seconds an engine may stay silent mid-search before it is "
-        "killed and restarted (default: from the limit)",
-    )
-    parser.add_argument(
-        "--retries",
-        type=non_negative_int,
-        default=2,
-        help="engine restarts per board before it goes to the failures output",
-    )
-
-
-def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--sample-rate",
-        type=float,
-        default=1.0,
-        help="fraction of games kept, decided by a hash of the game id",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="changes which games a rate keeps")
-    parser.add_argument(
-        "--max-games",
-        type=positive_int,
-        default=None,
-        help="keep at most N valid games: those with the smallest sample hash",
-    )
-    parser.add_argument(
-        "--allow-setup",
-        action="store_true",
-        help="also use games that start from a set-up position (FEN header)",
-    )
-    parser.add_argument(
-        "--random-move",
-        type=float,
-        default=0.0,
-        dest="random_move_rate",
-        metavar="RATE",
-        help="replace this share of the boards by the board after one random legal move "
-        "(chosen by a hash of the board and --seed): positions after a mistake, whose label "
-        "is the move that punishes it, as in puzzles (default 0)",
-    )
-
-
-def _add_output_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--num-shards",
-        type=int_at_least(1, MAX_SHARDS),
-        default=1,
-        help=f"board shards to write (at most {MAX_SHARDS:,})",
-    )
-    parser.add_argument(
-        "--groups",
-        type=positive_int,
-        default=DEFAULT_GROUPS,
-        help="work units the games and boards are spread over, the unit a worker takes "
-        f"(default {DEFAULT_GROUPS}; on a big cluster a few per engine)",
-    )
-    parser.add_argument(
-        "--exclude",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="PATH",
-        help="evaluation sets never to train on: Lichess puzzle CSVs (.csv, .csv.zst: the "
-        "positions after Moves[0]) and EPD files; boards of those positions are dropped and "
-        "counted in stats.json (excluded)",
-    )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace shards and stats already in <out>/<split>, and delete an interrupted "
-        "run's journal there instead of resuming it",
-    )
-    parser.add_argument(
-        "--journal-every",
-        type=non_negative_int,
-        default=JOURNAL_EVERY,
-        help="annotated boards per journal part in <out>/<split>.meta/journal (a part is also "
-        f"written every {JOURNAL_SECONDS:g} s); a rerun after a crash resumes from the journal. "
-        f"0: no journal (default {JOURNAL_EVERY})",
-    )
-    parser.add_argument(
-        "--fail-on-input-error",
-        action="store_true",
-        help="stop the job on a corrupt or truncated input instead of "
-        "counting it and keeping the games read before the damage",
-    )
-    parser.add_argument(
-        "--progress-seconds",
-        type=positive_float,
-        default=30.0,
-        help="seconds between progress lines from each annotation worker",
-    )
-
-
-def parse_args(argv: Sequence[str]) -> tuple[AnnotateConfig, list[str]]:
-    """Command-line words -> (config, Beam's own options)."""
-    args, beam_args = _parser().parse_known_args(list(argv))
-    if not 0 < args.sample_rate <= 1:
-        raise SystemExit(f"--sample-rate must be in (0, 1], got {args.sample_rate}")
-    if not 0 <= args.random_move_rate <= 1:
-        raise SystemExit(f"--random-move must be in [0, 1], got {args.random_move_rate}")
-    if args.multipv != 1 and args.mode != "search":
-        raise SystemExit("--multipv is for --mode search (action-values values every move)")
-    config = config_from_args(
-        AnnotateConfig,
-        args,
-        inputs=tuple(args.inputs),
-        engine=EngineConfig(
-            path=args.engine,
-            threads=args.threads,
-            hash_mb=args.hash_mb,
-            timeout=args.engine_timeout,
-            retries=args.retries,
-        ),
-        exclude=tuple(args.exclude),
-    )
-    beam_args = runner_args(beam_args)
-    if not any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
-        # Worker processes log every gRPC channel at INFO; progress lines are what matter.
-        beam_args.append("--default_sdk_harness_log_level=WARNING")
-    return config, beam_args
 
 
 def uci_name(path: str) -> str:

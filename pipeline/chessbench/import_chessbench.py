@@ -3,11 +3,12 @@
     python -m pipeline.import_chessbench --kind av --output data/chessbench \\
         --input 'data/chessbench/train/action_value@2148_data.bag'
 
-reads the paper's released records (bag.py and records.py beside it have the format) and
-writes the one table of core/schema.py to `<output>/<split>/boards-*.parquet`, with
-`failures-*.parquet` and `stats.json` in `<output>/<split>.meta/`, so the trainer takes it like
-data this project annotated. Beam options not listed here (`--runner`, `--direct_num_workers`,
-...) go to Beam, so the 2,148 action-value shards can be imported on a cluster, Dask included
+reads the paper's released records (bag.py and records.py beside it have the format; chunks.py
+reads them, rows.py makes each board's row by the rules below) and writes the one table of
+core/schema.py to `<output>/<split>/boards-*.parquet`, with `failures-*.parquet` and
+`stats.json` in `<output>/<split>.meta/`, so the trainer takes it like data this project
+annotated. Beam options not listed here (`--runner`, `--direct_num_workers`, ...) go to Beam,
+so the 2,148 action-value shards can be imported on a cluster, Dask included
 (`--runner=DaskRunner`; only the transforms of pipeline/portable.py are used).
 
 Records of a board may sit anywhere in the input, so they are grouped by FEN: each chunk of
@@ -41,22 +42,19 @@ error makes the exit status 1. Nothing is dropped without a count.
 from __future__ import annotations
 
 import argparse
-import collections
 import dataclasses
 import datetime
 import functools
 import signal
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import apache_beam as beam
-import chess
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from core.actions import legal_actions, move_to_index
 from core.cli import config_from_args, int_at_least, plain_name
 from core.interrupts import stop_on_signals
 from core.outputs import OutputError, check_dir
@@ -69,36 +67,22 @@ from core.schema import (
     MAX_SHARDS,
     SCHEMA_VERSION,
     SOURCE_CHESSBENCH,
-    BoardRow,
     failures_dir,
     shard_name,
     stats_path,
 )
-from core.tokenizer import tokenize
 from pipeline import stats
 from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, keep_line, scratch_tempdir, set_verbose
 from pipeline.card import write_card
-from pipeline.chessbench.bag import BagFormatError, BagReader, expand_pattern
-from pipeline.chessbench.records import KINDS, check_kind, decode_av, decode_bc, decode_sv
-from pipeline.chessbench.salvage import decode_range, ranges
-from pipeline.portable import (
-    DEFAULT_GROUPS,
-    GroupInto,
-    for_workers,
-    runner_args,
-    split,
-    tagged,
-)
-from pipeline.shards import WriteShards, clear_outputs, shard_of, write_parquet
+from pipeline.chessbench.bag import expand_pattern
+from pipeline.chessbench.chunks import BATCHES_TAG, CHUNKS_TAG, DecodeChunk, ListChunks
+from pipeline.chessbench.records import KINDS, check_kind
+from pipeline.chessbench.rows import CHESSBENCH_ENGINE, CHESSBENCH_LIMIT, ROW_MAKERS, BoardRejected
+from pipeline.portable import DEFAULT_GROUPS, GroupInto, for_workers, runner_args, split, tagged
+from pipeline.shards import WriteShards, clear_outputs, write_parquet
 
-# What the paper says made ChessBench: Stockfish 16 at 50 ms per (board, move).
-CHESSBENCH_ENGINE = "Stockfish 16 (ChessBench)"
-CHESSBENCH_LIMIT = "time=0.05"
 FAILURES_TAG = "failures"
-CHUNKS_TAG = "chunks"
-BATCHES_TAG = "batches"
 WRITTEN_TAG = "written"
-_DECODERS = {"av": decode_av, "sv": decode_sv, "bc": decode_bc}
 
 
 @dataclass(frozen=True)
@@ -120,221 +104,6 @@ class ChessBenchConfig:
         check_kind(self.kind)
         if self.num_shards < 1 or self.chunk_records < 1 or self.groups < 1:
             raise ValueError("--num-shards, --chunk-records and --groups must be at least 1")
-
-
-# -- reading: shard -> chunks of records -> (fen, records of that board in the chunk) ----------
-
-
-def chunk_ranges(path: str, chunk_records: int) -> Iterable[tuple[str, int, int]]:
-    """(path, start, stop) for each chunk of a shard; raises BagFormatError for a bad one.
-
-    A file of 0 bytes is a valid empty bag, but no ChessBench shard is empty: it is what a
-    failed download or copy leaves, so it is refused rather than imported as nothing."""
-    with BagReader(path) as reader:
-        n, size = len(reader), reader.size
-    if size == 0:
-        raise BagFormatError(f"{path}: empty file (0 bytes), no records")
-    for start in range(0, n, chunk_records):
-        yield path, start, min(start + chunk_records, n)
-
-
-class ListChunks(beam.DoFn):
-    """Shard path -> its chunks on CHUNKS_TAG, then stats; an unreadable shard is an input
-    error, not a crash."""
-
-    def __init__(self, chunk_records: int):
-        self.chunk_records = chunk_records
-
-    def process(self, path: str):
-        s = stats.BundleStats()
-        try:
-            chunks = list(chunk_ranges(path, self.chunk_records))
-        except (BagFormatError, OSError) as e:
-            s.count("unreadable_shards")
-            s.input_error(path, f"{type(e).__name__}: {e}")
-            print(f"WARNING: skipping {path}: {e}", file=sys.stderr, flush=True)
-            chunks = []
-        else:
-            s.count("shards")
-        for chunk in chunks:
-            yield tagged(CHUNKS_TAG, chunk)
-        yield s.emit()
-
-
-class DecodeChunk(beam.DoFn):
-    """(group, [(path, start, stop)], _) -> (output shard, {fen: values}) on BATCHES_TAG for
-    each output shard that has boards in a chunk: av values are [(move, win_prob), ...], sv
-    [win_prob, ...], bc [move, ...]; then stats. The shuffle then moves a few batches per
-    chunk rather than one element per board (Beam's per-element cost was half the import's
-    time)."""
-
-    def __init__(self, kind: str, num_shards: int):
-        self.kind = kind
-        self.num_shards = num_shards
-
-    def process(self, element):
-        _, chunks, _ = element
-        for chunk in chunks:
-            s = stats.BundleStats()
-            for shard, batch in self._decode(chunk, s):
-                yield tagged(BATCHES_TAG, (shard, batch))
-            yield s.emit()
-
-    def _decode(self, element, s: stats.BundleStats):
-        path, start, stop = element
-        try:
-            with BagReader(path) as reader:
-                salvaged = decode_range(reader, _DECODERS[self.kind], start, stop)
-        except (BagFormatError, OSError) as e:  # the file, not a record: nothing to salvage
-            s.count("unreadable_chunks")
-            s.count("records_unread", stop - start)
-            s.input_error(path, f"records {start}-{stop - 1}: {e}")
-            print(f"WARNING: skipping records {start}-{stop - 1} of {path}: {e}", file=sys.stderr)
-            return
-        if salvaged.damaged:
-            lost = len(salvaged.damaged)
-            message = (
-                f"{lost:,} of records {start}-{stop - 1} damaged and skipped "
-                f"({ranges(salvaged.damaged)}), {stop - start - lost:,} kept; first: "
-                f"{salvaged.first_error.removeprefix(f'{path}: ')}"
-            )
-            s.count("damaged_records", lost)
-            s.count("records_unread", lost)
-            s.input_error(path, message)
-            print(f"WARNING: {path}: {message}", file=sys.stderr, flush=True)
-        if salvaged.bad_values:
-            s.count("bad_value_records", len(salvaged.bad_values))
-            s.example(
-                "bad_value_records",
-                f"{path}: records {ranges(salvaged.bad_values)}: win probability not in [0, 1]",
-            )
-        columns = salvaged.columns
-        s.count("records", stop - start - len(salvaged.damaged))
-        batches: dict[int, dict[str, list]] = {}
-        for fen, values in group_by_fen(self.kind, columns):
-            batches.setdefault(shard_of(fen, self.num_shards), {})[fen] = values
-        yield from batches.items()
-
-
-def group_by_fen(kind: str, columns: tuple) -> Iterable[tuple[str, list]]:
-    """Decoded columns -> (fen, that board's values), boards in order of first appearance."""
-    groups: dict[str, list] = {}
-    if kind == "av":
-        fens, moves, probs = columns
-        for fen, move, p in zip(fens, moves, probs.tolist(), strict=True):
-            groups.setdefault(fen, []).append((move, p))
-    elif kind == "sv":
-        fens, probs = columns
-        for fen, p in zip(fens, probs.tolist(), strict=True):
-            groups.setdefault(fen, []).append(p)
-    else:
-        fens, moves = columns
-        for fen, move in zip(fens, moves, strict=True):
-            groups.setdefault(fen, []).append(move)
-    return groups.items()
-
-
-# -- one board's records -> a row ---------------------------------------------------------------
-
-
-class BoardRejected(ValueError):
-    """The records of a board cannot make a row: the message says why."""
-
-
-def _check_board(fen: str) -> chess.Board:
-    try:
-        board = chess.Board(fen)
-        tokenize(fen)
-    except ValueError as e:
-        raise BoardRejected(f"unusable FEN: {e}") from None
-    return board
-
-
-def _row(fen: str, count: int, **values) -> BoardRow:
-    # Not make_board_row: ChessBench has no engine scores, so `cp` and `mate` are null
-    # columns rather than lists of nulls, and a row is partial unless it has every move.
-    row = BoardRow(
-        fen=fen,
-        count=count,
-        moves=[],
-        win_probs=[],
-        cp=None,
-        mate=None,
-        best_move="",
-        state_win_prob=None,
-        state_cp=None,
-        state_mate=None,
-        partial=True,
-        source=SOURCE_CHESSBENCH,
-        engine=CHESSBENCH_ENGINE,
-        limit=CHESSBENCH_LIMIT,
-    )
-    row.update(values)  # type: ignore[typeddict-item]
-    return row
-
-
-def av_row(fen: str, records: Sequence[tuple[str, float]], tally: stats.BundleStats) -> BoardRow:
-    """The row of one board's action-value records (see the module doc for the rules)."""
-    board = _check_board(fen)
-    values = dict(records)
-    count = 1
-    if len(values) < len(records):  # rare: some record repeated
-        for move, p in records:
-            if values[move] != p:
-                raise BoardRejected(
-                    f"move {move} has two win probabilities, {min(values[move], p)} and "
-                    f"{max(values[move], p)}"
-                )
-        count = max(collections.Counter(move for move, _ in records).values())
-        tally.count("duplicate_records", len(records) - len(values))
-    legal = legal_actions(board)
-    moves = legal
-    if len(values) != len(legal) or not all(m in values for m in legal):
-        legal_set = set(legal)
-        illegal = sorted(m for m in values if m not in legal_set)
-        if illegal:
-            raise BoardRejected(f"moves not legal on this board: {' '.join(illegal)}")
-        moves = [m for m in legal if m in values]
-        missing = [m for m in legal if m not in values]
-        tally.count("partial_boards")
-        tally.example("partial_boards", f"{fen}: no records for {' '.join(missing[:8])}")
-    probs = [values[m] for m in moves]
-    best = max(range(len(probs)), key=probs.__getitem__)  # ties: first in action-space order
-    return _row(
-        fen,
-        count,
-        moves=moves,
-        win_probs=probs,
-        best_move=moves[best],
-        state_win_prob=probs[best],
-        partial=len(moves) < len(legal),
-    )
-
-
-def sv_row(fen: str, records: Sequence[float], tally: stats.BundleStats) -> BoardRow:
-    _check_board(fen)
-    if len(set(records)) > 1:
-        tally.count("conflicting_boards")
-        tally.example("conflicting_boards", f"{fen}: win probabilities {sorted(set(records))}")
-    # Sorted, so that the mean does not depend on the order the shuffle delivered them in.
-    return _row(fen, len(records), state_win_prob=sum(sorted(records)) / len(records))
-
-
-def bc_row(fen: str, records: Sequence[str], tally: stats.BundleStats) -> BoardRow:
-    board = _check_board(fen)
-    legal = set(legal_actions(board))
-    illegal = sorted(set(records) - legal)
-    if illegal:
-        raise BoardRejected(f"moves not legal on this board: {' '.join(illegal)}")
-    votes = collections.Counter(records)
-    if len(votes) > 1:
-        tally.count("conflicting_boards")
-        tally.example("conflicting_boards", f"{fen}: best moves {dict(sorted(votes.items()))}")
-    best = min(votes, key=lambda m: (-votes[m], move_to_index(m)))
-    return _row(fen, len(records), best_move=best)
-
-
-_ROW_MAKERS = {"av": av_row, "sv": sv_row, "bc": bc_row}
 
 
 class MakeShard(beam.DoFn):
@@ -366,7 +135,7 @@ class MakeShard(beam.DoFn):
         for fen in sorted(boards):
             records = boards[fen]
             try:
-                row = _ROW_MAKERS[self.kind](fen, records, self._stats)
+                row = ROW_MAKERS[self.kind](fen, records, self._stats)
             except BoardRejected as e:
                 self._stats.count("failed_boards")
                 self._stats.example("failed_boards", f"{fen}: {e}")

@@ -58,255 +58,37 @@ import shutil
 import signal
 import sys
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
 from typing import Any
 
 from core.cli import config_from_args, plain_name
 from core.interrupts import stop_on_signals
 from core.outputs import check_dir
 from core.progress import Progress, format_duration, print_result
-from core.schema import (
-    BOARDS_PREFIX,
-    FAILURES_PREFIX,
-    SCHEMA_VERSION,
-    SOURCE_LICHESS_EVALS,
-    failures_dir,
-    import_path,
-    local_outputs,
-    shard_name,
-    stats_path,
-)
+from core.schema import SOURCE_LICHESS_EVALS, import_path, stats_path
 from core.text_files import InputError
 from pipeline.card import write_card
+from pipeline.lichess_evals.config import (
+    DEFAULT_PROGRESS_SECONDS,
+    DEFAULT_ROWS_PER_SHARD,
+    LichessEvalsConfig,
+)
+from pipeline.lichess_evals.convert import WorkerDied, converted_lines
 from pipeline.lichess_evals.input import JsonlInput, split_lines
-from pipeline.lichess_evals.lines import (
-    DEFAULT_FULLMOVE,
-    DEFAULT_HALFMOVE,
-    ENGINE,
-    REASONS,
-    BadLine,
-    Converted,
-    convert_line,
+from pipeline.lichess_evals.lines import ENGINE, REASONS, BadLine
+from pipeline.lichess_evals.output import (
+    FINISHED_FILE,
+    RUN_FILE,
+    finish,
+    import_identity,
+    load_parts,
+    prepare,
 )
-from pipeline.lichess_evals.parts import (
-    MAX_EXAMPLES,
-    PART_MANIFEST,
-    part_path,
-    write_json,
-)
-from pipeline.lichess_evals.parts import Part as _Part  # tests patch it here
-from pipeline.workers import SPAWN, usable_cores, worker_start
-
-DEFAULT_ROWS_PER_SHARD = 1_000_000
-DEFAULT_PROGRESS_SECONDS = 5.0
-
-RUN_FILE = "run.json"
-FINISHED_FILE = "finished.json"
+from pipeline.lichess_evals.parts import MAX_EXAMPLES, Part, write_json
 
 _PROGRESS_EVERY_LINES = 1024  # how often the clock is looked at, not how often it prints
-# A task is ~0.3 s of a worker's time: long enough that sending it costs little, short enough
-# that the lines read ahead (workers * _BATCHES_PER_WORKER batches) take little memory.
-_BATCH_LINES = 2000
-_BATCHES_PER_WORKER = 2  # one being converted, one waiting, so no worker idles
-
-
-# --- converting lines ------------------------------------------------------------------------
-
-# A failure as BadLine's arguments: a BadLine does not unpickle (its `args` are the message).
-_Failure = tuple[str, str, str | None, str | None]
-_Batch = list[tuple[int, bytes]]  # (line number, text)
-
-
-class WorkerDied(RuntimeError):
-    """A worker process ended while converting (killed, out of memory, ...)."""
-
-
-def _convert(text: bytes) -> Converted | BadLine:
-    try:
-        return convert_line(text)
-    except BadLine as e:
-        return e
-
-
-def _convert_batch(texts: list[bytes]) -> list[Converted | _Failure]:
-    """A worker's task: the lines' conversions, in order."""
-    results: list[Converted | _Failure] = []
-    for text in texts:
-        try:
-            results.append(convert_line(text))
-        except BadLine as e:
-            results.append((e.reason, e.detail, e.fen, e.limit))
-    return results
-
-
-def _converted(
-    lines: Iterator[tuple[int, bytes]], workers: int
-) -> Iterator[tuple[int, bytes, Converted | BadLine]]:
-    """`lines` (number, text) with their conversions, in input order, by `workers` processes
-    (in this one if 1). Close it to stop the workers: they are not left running."""
-    if workers == 1:
-        for number, text in lines:
-            yield number, text, _convert(text)
-        return
-    batches: Iterator[_Batch] = iter(lambda: list(itertools.islice(lines, _BATCH_LINES)), [])
-    pool = ProcessPoolExecutor(workers, mp_context=SPAWN, initializer=worker_start)
-    in_flight: deque[tuple[_Batch, Future[list[Converted | _Failure]]]] = deque()
-    try:
-        while True:
-            # Topped up before the oldest batch is waited for, so the workers never run dry.
-            for batch in itertools.islice(batches, workers * _BATCHES_PER_WORKER - len(in_flight)):
-                in_flight.append((batch, pool.submit(_convert_batch, [t for _, t in batch])))
-            if not in_flight:
-                return
-            batch, future = in_flight.popleft()
-            for (number, text), result in zip(batch, future.result(), strict=True):
-                yield number, text, result if isinstance(result, Converted) else BadLine(*result)
-    except BrokenProcessPool as e:
-        raise WorkerDied(
-            "a worker process died while converting lines (killed? out of memory?); the "
-            "completed parts are kept: rerun to resume"
-        ) from e
-    finally:
-        pool.shutdown(cancel_futures=True)
-
-
-# --- the run ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LichessEvalsConfig:
-    """How to import (the command line's options; see `_parser` for each one's meaning)."""
-
-    split: str = "train"
-    rows_per_shard: int = DEFAULT_ROWS_PER_SHARD
-    max_lines: int | None = None
-    overwrite: bool = False
-    progress_seconds: float = DEFAULT_PROGRESS_SECONDS
-    workers: int = 1
-
-    def __post_init__(self) -> None:
-        if self.rows_per_shard < 1:
-            raise ValueError(f"--rows-per-shard must be at least 1, got {self.rows_per_shard}")
-        if self.max_lines is not None and self.max_lines < 0:
-            raise ValueError(f"--max-lines must not be negative, got {self.max_lines}")
-        if self.workers < 0:
-            raise ValueError(f"--workers must not be negative, got {self.workers}")
-
-    @property
-    def worker_count(self) -> int:
-        """`workers`, 0 meaning one per core this process may use."""
-        return self.workers or usable_cores()
-
-
-class ImportMismatch(ValueError):
-    """The split holds an interrupted import made with other settings."""
-
-
-# import_identity's keys as the command line spells them, for error messages.
-_FLAGS = {
-    "input": "--input",
-    "input_bytes": "--input (its size)",
-    "rows_per_shard": "--rows-per-shard",
-    "max_lines": "--max-lines",
-}
-
-
-def import_identity(input_path: str, config: LichessEvalsConfig) -> dict[str, Any]:
-    """Everything that decides an import's output: its parts are reused only if this matches.
-
-    (Not `workers`: the output is the same whatever their number.)
-    """
-    return {
-        "format": 1,  # of this module's rows; bump when a change alters them
-        "schema_version": SCHEMA_VERSION,
-        "input": os.path.abspath(input_path),
-        "input_bytes": os.path.getsize(input_path),
-        "rows_per_shard": config.rows_per_shard,
-        "max_lines": config.max_lines,
-        "default_clocks": [DEFAULT_HALFMOVE, DEFAULT_FULLMOVE],
-    }
-
-
-def _load_parts(import_dir: str, finished: bool) -> list[dict[str, Any]]:
-    """The manifests of the completed parts, in order: the longest run of consecutive parts
-    whose files are there (in `import/`, or already renamed when `finished`)."""
-    manifests = []
-    for index in itertools.count():
-        path = os.path.join(import_dir, PART_MANIFEST.format(index))
-        if not os.path.exists(path):
-            break
-        with open(path) as handle:
-            manifest = json.load(handle)
-        expected_first = manifests[-1]["last_line"] + 1 if manifests else 1
-        present = all(
-            os.path.exists(part_path(import_dir, p, index)) or finished
-            for p in (BOARDS_PREFIX, FAILURES_PREFIX)
-        )
-        if manifest["index"] != index or manifest["first_line"] != expected_first or not present:
-            break
-        manifests.append(manifest)
-    return manifests
-
-
-def _prepare(input_path: str, split_dir: str, config: LichessEvalsConfig) -> list[dict] | None:
-    """Readies `split_dir`: returns the completed parts to resume from (possibly none).
-
-    Raises ImportMismatch for an interrupted import with other settings and FileExistsError
-    for a finished one, unless `overwrite`, which deletes outputs and parts alike.
-    """
-    import_dir = import_path(split_dir)
-    run_file = os.path.join(import_dir, RUN_FILE)
-    identity = import_identity(input_path, config)
-    if config.overwrite:
-        for path in local_outputs(split_dir):
-            if os.path.isdir(path):  # an old layout's _import/
-                shutil.rmtree(path)
-            else:
-                os.remove(path)
-        shutil.rmtree(import_dir, ignore_errors=True)
-    if os.path.exists(run_file):
-        with open(run_file) as handle:
-            recorded = json.load(handle)["settings"]
-        differences = [
-            f"{_FLAGS.get(key, key)} ({json.dumps(recorded.get(key))} then, "
-            f"{json.dumps(identity.get(key))} now)"
-            for key in sorted(set(recorded) | set(identity))
-            if recorded.get(key) != identity.get(key)
-        ]
-        if differences:
-            raise ImportMismatch(
-                f"{split_dir} holds an interrupted import made with other settings: "
-                f"{'; '.join(differences)}. Rerun with its settings to resume it, or pass "
-                "--overwrite to start over"
-            )
-        finished = os.path.exists(os.path.join(import_dir, FINISHED_FILE))
-        parts = _load_parts(import_dir, finished)
-        keep = {RUN_FILE, FINISHED_FILE} | {PART_MANIFEST.format(p["index"]) for p in parts}
-        keep |= {
-            os.path.basename(part_path(import_dir, prefix, p["index"]))
-            for p in parts
-            for prefix in (BOARDS_PREFIX, FAILURES_PREFIX)
-        }
-        for name in os.listdir(import_dir):  # a killed part's files, temporary files
-            if name not in keep:
-                os.remove(os.path.join(import_dir, name))
-        return parts
-    if os.path.isdir(import_dir):  # a start cut short before run.json was written
-        shutil.rmtree(import_dir)
-    existing = local_outputs(split_dir)
-    if existing:
-        raise FileExistsError(
-            f"{split_dir} already holds a finished output ({len(existing)} files, e.g. "
-            f"{existing[0]}); pass --overwrite to replace it"
-        )
-    os.makedirs(import_dir, exist_ok=True)
-    created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    write_json(run_file, {"settings": identity, "created_at": created})
-    return []
+_DEFAULTS = LichessEvalsConfig()
 
 
 def _until_damage(lines: Iterator[bytes], damage: list[str]) -> Iterator[bytes]:
@@ -339,7 +121,7 @@ def _read_parts(
         )
     progress: Progress | None = None
     baseline = 0
-    part: _Part | None = None
+    part: Part | None = None
     number = skip
     started = time.monotonic()
     lines: Iterator[tuple[int, bytes]] = enumerate(
@@ -347,7 +129,7 @@ def _read_parts(
     )
     if config.max_lines is not None:
         lines = itertools.islice(lines, max(config.max_lines - skip, 0))
-    with contextlib.closing(_converted(lines, config.worker_count)) as converted:
+    with contextlib.closing(converted_lines(lines, config.worker_count)) as converted:
         for number, text, result in converted:
             if progress is None:  # after the skipped lines: the rate counts this run's work
                 progress = Progress(
@@ -356,7 +138,7 @@ def _read_parts(
                 baseline = source.position
                 started = time.monotonic()
             if part is None:
-                part = _Part(import_dir, len(parts), number, input_name)
+                part = Part(import_dir, len(parts), number, input_name)
             if isinstance(result, BadLine):
                 part.add_failure(result, number, text)
             else:
@@ -367,7 +149,7 @@ def _read_parts(
             if not number % _PROGRESS_EVERY_LINES:
                 progress.update(source.position, _progress_extra(number - skip, started), baseline)
     if part is not None or not parts:  # the rest, or one empty part for an empty input
-        parts.append((part or _Part(import_dir, len(parts), number + 1, input_name)).commit(number))
+        parts.append((part or Part(import_dir, len(parts), number + 1, input_name)).commit(number))
     if progress is not None:
         progress.update(source.position, _progress_extra(number - skip, started), baseline, True)
     return parts, number - skip
@@ -377,24 +159,6 @@ def _progress_extra(lines: int, started: float) -> str:
     elapsed = time.monotonic() - started
     rate = lines / elapsed if elapsed > 0 else 0.0
     return f"| {lines:,} lines, {rate:,.0f} lines/s"
-
-
-def _finish(split_dir: str, parts: list[dict[str, Any]]) -> None:
-    """Renames the parts to their final names (a rerun after a crash here goes on renaming)."""
-    import_dir = import_path(split_dir)
-    os.makedirs(split_dir, exist_ok=True)
-    for manifest in parts:
-        index = manifest["index"]
-        for prefix, directory in (
-            (BOARDS_PREFIX, split_dir),
-            (FAILURES_PREFIX, failures_dir(split_dir)),
-        ):
-            final = os.path.join(directory, shard_name(prefix, index, len(parts)))
-            part = part_path(import_dir, prefix, index)
-            if os.path.exists(part):
-                os.replace(part, final)
-            elif not os.path.exists(final):
-                raise FileNotFoundError(f"{part}: missing, and not renamed to {final} either")
 
 
 def summarize(
@@ -432,7 +196,7 @@ def summarize(
 
 
 def import_lichess_evals(
-    input_path: str, output_dir: str, config: LichessEvalsConfig = LichessEvalsConfig()
+    input_path: str, output_dir: str, config: LichessEvalsConfig = _DEFAULTS
 ) -> dict[str, Any]:
     """Imports `input_path` into `output_dir/<config.split>/`; returns the stats.json document.
 
@@ -446,7 +210,7 @@ def import_lichess_evals(
         raise InputError(input_path, "empty file (0 bytes): not an evaluations export")
     split_dir = os.path.join(output_dir, config.split)
     import_dir = import_path(split_dir)
-    done = _prepare(input_path, split_dir, config)
+    done = prepare(input_path, split_dir, config)
     finished_file = os.path.join(import_dir, FINISHED_FILE)
     converted = 0
     if os.path.exists(finished_file):
@@ -467,7 +231,7 @@ def import_lichess_evals(
                 flush=True,
             )
         write_json(finished_file, {"parts": len(parts), "input_errors": damage})
-    _finish(split_dir, parts)
+    finish(split_dir, parts)
     elapsed = time.monotonic() - began
     run = {
         "resumed": {"parts": len(done), "lines": done[-1]["last_line"] if done else 0},
@@ -521,7 +285,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _stopped(import_dir: str, signum: int) -> str:
     """Ctrl-C or SIGTERM: the completed parts are on disk already; the line to print."""
-    kept = len(_load_parts(import_dir, False)) if os.path.isdir(import_dir) else 0
+    kept = len(load_parts(import_dir, False)) if os.path.isdir(import_dir) else 0
     return (
         f"import: stopped by {signal.Signals(signum).name}; {kept} completed part(s) kept in "
         f"{import_dir}: rerun the same command to resume"

@@ -32,6 +32,7 @@ from pipeline import pgn, portable
 from pipeline.annotate import annotate
 from pipeline.annotate import boards as annotate_boards
 from pipeline.annotate import config as annotate_config
+from pipeline.annotate.arguments import parse_args
 
 
 def _positions(text: str) -> collections.Counter:
@@ -252,12 +253,12 @@ def test_an_existing_output_is_not_mixed_with_a_new_run(inputs, tmp_path):
 
 
 def test_the_runner_defaults_to_the_direct_runner_and_beam_options_pass_through():
-    config, beam_args = annotate.parse_args(["x.pgn", "--out", "o", "--direct_num_workers=2"])
+    config, beam_args = parse_args(["x.pgn", "--out", "o", "--direct_num_workers=2"])
     assert "--runner=DirectRunner" in beam_args and "--direct_num_workers=2" in beam_args
     assert config.limit == EngineLimit(nodes=2000) and config.engine.threads == 1
-    _, beam_args = annotate.parse_args(["x.pgn", "--out", "o", "--runner", "DataflowRunner"])
+    _, beam_args = parse_args(["x.pgn", "--out", "o", "--runner", "DataflowRunner"])
     assert "--runner=DirectRunner" not in beam_args and "--runner=DataflowRunner" in beam_args
-    _, beam_args = annotate.parse_args(["x.pgn", "--out", "o", "--runner=DaskRunner"])
+    _, beam_args = parse_args(["x.pgn", "--out", "o", "--runner=DaskRunner"])
     assert "--runner=apache_beam.runners.dask.dask_runner.DaskRunner" in beam_args
 
 

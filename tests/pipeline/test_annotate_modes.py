@@ -14,6 +14,7 @@ from core.engine_settings import EngineLimit
 from core.positions import position_key
 from core.schema import read_boards
 from pipeline.annotate import annotate
+from pipeline.annotate.arguments import parse_args
 from pipeline.annotate.config import AnnotateConfig
 from pipeline.annotate.output import annotate_identity
 
@@ -96,7 +97,7 @@ def test_mode_flags_are_checked_and_recorded_in_the_run_identity(tmp_path, capsy
     assert annotate_identity(config, ["x.pgn"])["limit"] == "nodes=9"  # as journals always had it
     assert annotate_identity(search, ["x.pgn"])["limit"] == "search:nodes=9,multipv=2"
     with pytest.raises(SystemExit, match="--multipv is for --mode search"):
-        annotate.parse_args(["x.pgn", "--out", str(tmp_path), "--multipv", "3"])
+        parse_args(["x.pgn", "--out", str(tmp_path), "--multipv", "3"])
     source = tmp_path / "games.pgn"
     source.write_text(GAMES)
     code = annotate.main([str(source), "--out", str(tmp_path / "o"), "--exclude", "a.txt"])

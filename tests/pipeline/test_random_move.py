@@ -10,6 +10,7 @@ from core.positions import position_key
 from core.schema import read_boards
 from pipeline import random_move
 from pipeline.annotate import annotate
+from pipeline.annotate.arguments import parse_args
 from tests.pipeline.test_annotate_modes import GAMES, fens_before_moves
 
 FENS = fens_before_moves(GAMES)
@@ -83,4 +84,4 @@ def test_annotate_values_the_boards_after_a_random_move_and_excludes_them_too(st
 
 def test_a_rate_outside_zero_to_one_is_refused_in_one_line(tmp_path):
     with pytest.raises(SystemExit, match=r"--random-move must be in \[0, 1\], got 1.5"):
-        annotate.parse_args(["x.pgn", "--out", str(tmp_path), "--random-move", "1.5"])
+        parse_args(["x.pgn", "--out", str(tmp_path), "--random-move", "1.5"])

@@ -22,6 +22,7 @@ import pytest
 from core.schema import JOURNAL_RUN_FILE, journal_path, meta_dir, stats_path
 from pipeline.annotate import annotate
 from pipeline.annotate import output as annotate_output
+from pipeline.annotate.arguments import parse_args
 from pipeline.annotate.journal import JOURNAL_SECONDS, JournalWriter
 from pipeline.split_lock import SplitBusy, split_lock
 from tests.sessions import group_ends, own_session, wait_for_a_journal_part
@@ -184,7 +185,7 @@ def test_unreadable_parts_and_rows_of_other_boards_are_skipped(
     reference_split, reference_stats = reference
     out = tmp_path / "out"
     argv = _argv(games, out, stockfish)
-    config, _ = annotate.parse_args(argv)
+    config, _ = parse_args(argv)
     identity = annotate_output.annotate_identity(config, [str(games)], annotate.uci_name(stockfish))
     annotate_output.prepare_output(config, identity)
     rows = [row for shard in sorted(reference_split.glob("boards-*.parquet"))
@@ -220,7 +221,7 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
     (tmp_path / "in.pgn").write_text(pgn_samples.scholars_mate)
     out = tmp_path / "out"
     argv = [str(tmp_path / "in.pgn"), "--out", str(out), "--engine", stockfish]
-    config, _ = annotate.parse_args([*argv, "--limit", "nodes=30", "--seed", "1"])
+    config, _ = parse_args([*argv, "--limit", "nodes=30", "--seed", "1"])
     identity = annotate_output.annotate_identity(
         config, [str(tmp_path / "in.pgn")], annotate.uci_name(stockfish)
     )
@@ -254,7 +255,7 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
 def test_a_journal_of_another_engine_is_not_resumed(tmp_path, pgn_samples, stockfish):
     (tmp_path / "in.pgn").write_text(pgn_samples.scholars_mate)
     argv = [str(tmp_path / "in.pgn"), "--out", str(tmp_path / "out"), "--engine", stockfish]
-    config, _ = annotate.parse_args(argv)
+    config, _ = parse_args(argv)
     inputs = [str(tmp_path / "in.pgn")]
     annotate_output.prepare_output(
         config, annotate_output.annotate_identity(config, inputs, "Stockfish 11")
