@@ -1,5 +1,5 @@
-"""What every training-data loader is told (model/data.py's Batches and BoardBatches,
-model/stream.py's StreamBatches): one record, built once from the config
+"""What every training-data loader is told (model/data.py's Batches, model/board_view.py's
+BoardBatches, model/stream.py's StreamBatches): one record, built once from the config
 (model.train_data.loader_settings) or by hand in tests and benchmarks."""
 
 from __future__ import annotations

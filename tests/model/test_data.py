@@ -293,3 +293,12 @@ def test_a_move_illegal_on_its_board_is_named(tmp_path, rows, shard_writer):
     shard_writer(bad, tmp_path / "best", 1)
     with pytest.raises(DataError, match=rf"row 4 .*best_move {best!r} is not legal on this board"):
         load_boards(str(tmp_path / "best"))
+
+
+def test_loader_settings_refuse_a_split_the_hosts_cannot_make():
+    with pytest.raises(ValueError, match="batch size 10 is not divisible by 3 hosts"):
+        LoaderSettings("av", 32, batch_size=10, seed=0, process_count=3)
+    with pytest.raises(ValueError, match=r"process_index 3 is not in \[0, 3\)"):
+        LoaderSettings("av", 32, batch_size=12, seed=0, process_index=3, process_count=3)
+    settings = LoaderSettings("av", 32, batch_size=12, seed=0, process_index=2, process_count=3)
+    assert (settings.local_batch, settings.local_rows) == (4, slice(8, 12))
