@@ -31,6 +31,7 @@ Speed is measured with random parameters on real positions from seeded random ga
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -54,7 +55,7 @@ from model.data import load_boards
 from model.network import init_params
 from model.predictor import Predictor
 from model.train import Placement, compile_train_step, init_state, train
-from model.train_data import make_batches
+from model.train_data import loader_settings, make_batches
 from model.transformer import count_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -119,7 +120,8 @@ def train_rate(config: Config, data, seconds: float, state_and_step=None) -> dic
     else:
         state, step = state_and_step
     t = config.train
-    loader = make_batches(config, data, prefetch=2)
+    settings = dataclasses.replace(loader_settings(config), sampler="uniform", prefetch=2)
+    loader = make_batches(config, data, settings)
     start = time.perf_counter()
     state, metrics = step(state, placement.global_batch(next(loader)))
     jax.block_until_ready(metrics)

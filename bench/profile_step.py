@@ -235,6 +235,7 @@ def profile_train_step(
     from model import transformer
     from model.data import Batches, load_boards
     from model.devices import resolve_dtype, train_flops_per_example
+    from model.loader_settings import LoaderSettings
 
     patched = None
     if variant:
@@ -258,7 +259,8 @@ def profile_train_step(
         step = train_step_lib.compile_train_step(config, placement)
         with tempfile.TemporaryDirectory() as data:
             write_bench_shards(data, max(64, batch_size // 16))
-            loader = Batches(load_boards(data), "av", config.num_bins, batch_size, seed=0)
+            settings = LoaderSettings("av", config.num_bins, batch_size, seed=0)
+            loader = Batches(load_boards(data), settings)
             batches = [placement.global_batch(next(loader)) for _ in range(steps + 2)]
             loader.close()
         start = time.perf_counter()

@@ -47,7 +47,9 @@ from core.schema import board_files, make_board_row, shard_name, write_boards
 from core.tokenizer import tokenize
 from model.batch import Batch
 from model.data import Batches, load_boards
-from model.stream import StreamBatches, estimate_in_memory_bytes
+from model.loader_settings import LoaderSettings
+from model.stream import StreamBatches
+from model.stream_plan import estimate_in_memory_bytes
 
 BATCH = 256
 # Untimed steps after the compiling one, for each side: the first runs after a compilation
@@ -97,7 +99,7 @@ def bench_loader(directory: str, batches: int) -> dict:
     start = time.perf_counter()
     data = load_boards(directory)
     load_seconds = time.perf_counter() - start
-    loader = Batches(data, "av", bins.DEFAULT_NUM_BINS, BATCH, seed=0, prefetch=0)
+    loader = Batches(data, LoaderSettings("av", bins.DEFAULT_NUM_BINS, BATCH, seed=0, prefetch=0))
     next(loader)  # the first epoch's permutation
     start = time.perf_counter()
     for _ in range(batches):
@@ -132,11 +134,7 @@ def bench_stream(directory: str, memory_budget_gb: float) -> float:
     process), every block's decoding included (prefetch 0: no second core to decode on)."""
     loader = StreamBatches(
         board_files(directory),
-        "av",
-        bins.DEFAULT_NUM_BINS,
-        BATCH,
-        seed=0,
-        prefetch=0,
+        LoaderSettings("av", bins.DEFAULT_NUM_BINS, BATCH, seed=0, prefetch=0),
         memory_budget_gb=memory_budget_gb,
     )
     items = loader.items_per_epoch  # counted before the clock: what a resume costs, once
@@ -153,7 +151,9 @@ import json, sys
 from core import bins
 from core.schema import board_files
 from model.data import Batches, load_boards
-from model.stream import StreamBatches, estimate_in_memory_bytes
+from model.loader_settings import LoaderSettings
+from model.stream import StreamBatches
+from model.stream_plan import estimate_in_memory_bytes
 
 
 def status(field):  # bytes
@@ -164,16 +164,19 @@ def status(field):  # bytes
 kind, directory, budget, batch = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 # One block decoded first, so that the libraries' first-use costs (pyarrow imports pandas)
 # are in the baseline of both loaders.
-warm = StreamBatches(board_files(directory)[:1], "av", bins.DEFAULT_NUM_BINS, 64, seed=0,
-                     prefetch=0, shuffle_buffer=1, memory_budget_gb=budget)
+warm = StreamBatches(board_files(directory)[:1],
+                     LoaderSettings("av", bins.DEFAULT_NUM_BINS, 64, seed=0, prefetch=0),
+                     shuffle_buffer=1, memory_budget_gb=budget)
 next(warm)
 del warm
 baseline = status("VmRSS")
 if kind == "in_memory":
-    loader = Batches(load_boards(directory), "av", bins.DEFAULT_NUM_BINS, batch, seed=0)
+    settings = LoaderSettings("av", bins.DEFAULT_NUM_BINS, batch, seed=0)
+    loader = Batches(load_boards(directory), settings)
     items = len(loader.view)
 else:
-    loader = StreamBatches(board_files(directory), "av", bins.DEFAULT_NUM_BINS, batch, seed=0,
+    loader = StreamBatches(board_files(directory),
+                           LoaderSettings("av", bins.DEFAULT_NUM_BINS, batch, seed=0),
                            memory_budget_gb=budget)
     items = loader.items_per_epoch
 while loader.position < items:
@@ -343,7 +346,8 @@ def bench_train_step(
         return state, metrics["loss"]
 
     steppers = {"ours": [our_step, state]} | steppers
-    loader = Batches(load_boards(directory), "av", config.num_bins, batch_size, seed=0, prefetch=2)
+    settings = LoaderSettings("av", config.num_bins, batch_size, seed=0, prefetch=2)
+    loader = Batches(load_boards(directory), settings)
     batches = [next(loader) for _ in range(steps + 1 + WARM_STEPS)]
     loader.close()
     compile_seconds, times, losses = _time_in_turns(steppers, batches)

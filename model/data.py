@@ -26,8 +26,6 @@ would need each host to load only its share of the shards.
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -36,13 +34,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import bins
-from core.actions import NUM_ACTIONS, indices_to_moves, moves_to_indices
+from core.actions import indices_to_moves, moves_to_indices
 from core.move_check import possible_moves
 from core.schema import board_files, read_board_file
 from core.targets import Target, target_kind
 from core.tokenizer import tokenize_batch
-from model import graph
 from model.batch import Batch
+from model.loader_settings import LoaderSettings
+from model.prefetch import PrefetchedBatches
 
 # The columns the loaders read (model.stream counts some of them alone).
 BOARD_COLUMNS = ["fen", "count", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
@@ -304,90 +303,6 @@ def epoch_order(view: ItemView, epoch: int, seed: int, sampler: str) -> np.ndarr
     raise ValueError(f"unknown sampler {sampler!r}")
 
 
-class PrefetchedBatches:
-    """The iteration protocol the loaders share. `position` counts the global examples
-    handed out (what a checkpoint stores). A subclass says what comes from a position on
-    (`_generate`); iterating runs it on a thread `prefetch` batches ahead (a bounded queue;
-    an exception there is re-raised here), or in the caller's thread when prefetch <= 0.
-    `close()` stops the thread; iterating again restarts from `position`."""
-
-    def __init__(self, position: int, prefetch: int):
-        self.prefetch = prefetch
-        self._position = position
-        self._queue: queue.Queue | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._inline: Iterator[tuple[Batch, int]] | None = None
-
-    def _generate(self, position: int) -> Iterator[tuple[Batch, int]]:
-        """The batches from global position `position` on, each with the position after it."""
-        raise NotImplementedError
-
-    @property
-    def position(self) -> int:
-        """Global examples handed out so far (what a checkpoint stores)."""
-        return self._position
-
-    def _put(self, item) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def _produce(self, start: int) -> None:
-        try:
-            for item in self._generate(start):
-                if self._stop.is_set():
-                    return
-                self._put(item)
-        except BaseException as e:  # handed to the consumer, which re-raises it
-            self._put((e, None))
-
-    def __iter__(self) -> Iterator[Batch]:
-        return self
-
-    def __next__(self) -> Batch:
-        if self.prefetch <= 0:
-            if self._inline is None:
-                self._inline = self._generate(self._position)
-            try:
-                batch, end = next(self._inline)
-            except BaseException:
-                self._inline = None  # a generator that raised is finished: start again
-                raise
-            self._position = end
-            return batch
-        if self._thread is None:
-            self._queue = queue.Queue(maxsize=self.prefetch)
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._produce, args=(self._position,), daemon=True, name="batches"
-            )
-            self._thread.start()
-        batch, end = self._queue.get()
-        if end is None:
-            raise batch
-        self._position = end
-        return batch
-
-    def close(self) -> None:
-        """Stops the prefetch thread; iteration may restart later from `position`."""
-        self._inline = None
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-            self._queue = None
-
-    def __enter__(self) -> PrefetchedBatches:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
 class Batches(PrefetchedBatches):
     """Batches of a view from a given position: deterministic, resumable, prefetched.
 
@@ -398,46 +313,21 @@ class Batches(PrefetchedBatches):
     examples handed out.
     """
 
-    def __init__(
-        self,
-        data: BoardData,
-        target: str,
-        num_bins: int,
-        batch_size: int,
-        seed: int,
-        sampler: str = "uniform",
-        position: int = 0,
-        hl_gauss: bool = False,
-        hl_gauss_sigma_ratio: float = 0.75,
-        av_partial: bool = False,
-        prefetch: int = 4,
-        process_index: int = 0,
-        process_count: int = 1,
-    ):
-        if batch_size % process_count:
-            raise ValueError(f"batch size {batch_size} is not divisible by {process_count} hosts")
+    def __init__(self, data: BoardData, settings: LoaderSettings, position: int = 0):
         self.data = data
-        self.view = self._make_view(data, target, num_bins, av_partial)
+        self.settings = settings
+        self.view = self._make_view(data, settings)
         if len(self.view) == 0:
             raise DataError(
-                f"no {target} examples in {list(data.files)}: "
-                + describe_missing(data, target, av_partial)
+                f"no {settings.target} examples in {list(data.files)}: "
+                + describe_missing(data, settings.target, settings.av_partial)
             )
-        self.num_bins = num_bins
-        self.batch_size = batch_size
-        self.seed = seed
-        self.sampler = sampler
-        self.hl_gauss = hl_gauss
-        self.sigma_ratio = hl_gauss_sigma_ratio
-        self._local = slice(
-            process_index * batch_size // process_count,
-            (process_index + 1) * batch_size // process_count,
-        )
+        self.batch_size = settings.batch_size
         self._orders: dict[int, np.ndarray] = {}
-        super().__init__(position, prefetch)
+        super().__init__(position, settings.prefetch)
 
-    def _make_view(self, data: BoardData, target: str, num_bins: int, av_partial: bool):
-        return make_view(data, target, num_bins, av_partial)
+    def _make_view(self, data: BoardData, settings: LoaderSettings) -> ItemView:
+        return make_view(data, settings.target, settings.num_bins, settings.av_partial)
 
     @property
     def epoch(self) -> float:
@@ -454,7 +344,8 @@ class Batches(PrefetchedBatches):
             # Keep at most the current and next epoch: a batch spans at most two.
             for old in [e for e in self._orders if e < epoch - 1]:
                 del self._orders[old]
-            self._orders[epoch] = epoch_order(self.view, epoch, self.seed, self.sampler)
+            s = self.settings
+            self._orders[epoch] = epoch_order(self.view, epoch, s.seed, s.sampler)
         return self._orders[epoch]
 
     def indices(self, position: int) -> np.ndarray:
@@ -471,10 +362,10 @@ class Batches(PrefetchedBatches):
         return out
 
     def make_batch(self, position: int) -> Batch:
-        items = self.indices(position)[self._local]
-        view = self.view
-        if self.hl_gauss:
-            targets = bins.hl_gauss_targets(view.value[items], self.num_bins, self.sigma_ratio)
+        items = self.indices(position)[self.settings.local_rows]
+        view, s = self.view, self.settings
+        if s.hl_gauss:
+            targets = bins.hl_gauss_targets(view.value[items], s.num_bins, s.hl_gauss_sigma_ratio)
         else:
             targets = view.label[items]
         actions = None if view.action is None else view.action[items]
@@ -484,134 +375,6 @@ class Batches(PrefetchedBatches):
         while True:
             yield self.make_batch(position), position + self.batch_size
             position += self.batch_size
-
-
-# --- the board view: one example = one board with all its moves (the gateau backbone) -------
-
-
-@dataclass(frozen=True)
-class BoardGraphs:
-    """The boards of a BoardData as graphs (model/graph.py) with a target per move edge."""
-
-    graphs: graph.Graphs
-    edge_win_probs: np.ndarray  # (edges,) float32, NaN where no value (attacks, unvalued moves)
-    best_edges: np.ndarray  # (N,) int32: the best move's edge within its board, -1 if none
-
-    def valued_moves(self) -> np.ndarray:
-        """(N,) number of move edges with a value on each board."""
-        has = np.concatenate([[0], np.cumsum(~np.isnan(self.edge_win_probs))])
-        return has[self.graphs.offsets[1:]] - has[self.graphs.offsets[:-1]]
-
-
-def board_graphs(data: BoardData) -> BoardGraphs:
-    """Builds every board's graph (python-chess generates the moves and attacks) and puts
-    each annotated move's value on its edge. A valued move or best move that is not legal on
-    its board is a DataError naming the board."""
-    graphs = graph.encode_fens(data.fens)
-    move_edges = np.flatnonzero(graphs.actions >= 0)
-    edge_board = np.repeat(np.arange(data.num_boards), graphs.edge_counts())
-    # Board-major and, within a board, in action order: move edge keys are sorted, and so
-    # are the pairs'.
-    keys = edge_board[move_edges] * NUM_ACTIONS + graphs.actions[move_edges]
-
-    def find(boards: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        wanted = boards.astype(np.int64) * NUM_ACTIONS + actions
-        at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
-        missing = np.flatnonzero(keys[at] != wanted) if len(keys) else np.arange(len(wanted))
-        if missing.size:
-            i = missing[0]
-            board = int(boards[i])
-            raise DataError(
-                f"board {data.fens[board]!r} (in {list(data.files)}): move "
-                f"{str(indices_to_moves([actions[i]])[0])!r} is not one of its legal moves"
-            )
-        return move_edges[at]
-
-    values = np.full(len(graphs.actions), np.nan, np.float32)
-    values[find(data.pair_board, data.pair_actions)] = data.pair_win_probs
-    best = np.full(data.num_boards, -1, np.int32)
-    has_best = np.flatnonzero(data.best_actions >= 0)
-    edges = find(has_best, data.best_actions[has_best])
-    best[has_best] = edges - graphs.offsets[has_best]
-    return BoardGraphs(graphs, values, best)
-
-
-def make_board_view(
-    data: BoardData, boards: BoardGraphs, target: str, num_bins: int, av_partial: bool = False
-) -> ItemView:
-    """The items of one target when an example is a whole board: AV takes the boards with
-    a valued move (complete boards only unless `av_partial`; their values are per edge, in
-    BoardGraphs), SV the boards with a state value, BC those with a best move (label = the
-    best move's edge)."""
-    kind = target_kind(target)
-    if kind.per_move_examples:  # boards with valued move edges
-        keep = boards.valued_moves() > 0
-        if not av_partial:
-            keep &= ~data.partial
-        board = np.flatnonzero(keep).astype(np.int32)
-        label = np.zeros(len(board), np.int32)
-        return ItemView(kind.name, board, None, label, None, data.counts[board].astype(float))
-    if kind.per_edge_output:  # a best move edge per board
-        board = np.flatnonzero(boards.best_edges >= 0).astype(np.int32)
-        label = boards.best_edges[board]
-        return ItemView(kind.name, board, None, label, None, data.counts[board].astype(float))
-    return make_view(data, target, num_bins)  # a value per board: already one item per board
-
-
-class BoardBatches(Batches):
-    """Batches of whole boards as padded graphs, for the gateau backbone.
-
-    Yields `states` (b, 77) uint8, `senders`, `receivers`, `kinds` (b, E) int32 and
-    targets, E being the largest edge count of the view's boards rounded up to a multiple
-    of EDGE_STEP: one shape for the whole run (one compilation), the same on every host.
-    Targets: AV `targets` (b, E) int32 bins (or (b, E, K) HL-Gauss) with
-    `target_mask` (b, E) bool = the valued move edges; SV `targets` (b,) bins (or (b, K));
-    BC `targets` (b,) the best move's edge. `position` counts boards.
-    """
-
-    EDGE_STEP = 32
-
-    def __init__(
-        self,
-        data: BoardData,
-        target: str,
-        num_bins: int,
-        batch_size: int,
-        seed: int,
-        *args,
-        boards: BoardGraphs | None = None,
-        **kwargs,
-    ):
-        self.boards = board_graphs(data) if boards is None else boards
-        super().__init__(data, target, num_bins, batch_size, seed, *args, **kwargs)
-
-    def _make_view(self, data: BoardData, target: str, num_bins: int, av_partial: bool):
-        view = make_board_view(data, self.boards, target, num_bins, av_partial)
-        counts = self.boards.graphs.edge_counts()[view.board]
-        self.width = graph.edge_bucket(int(counts.max()) if len(counts) else 0, self.EDGE_STEP)
-        return view
-
-    def make_batch(self, position: int) -> Batch:
-        items = self.indices(position)[self._local]
-        board = self.view.board[items]
-        edges = graph.pad_edges(self.boards.graphs, board, self.width)
-        edge_index = edges.pop("edge_index")
-        view = self.view
-        kind = target_kind(view.target)
-        mask = None
-        if kind.masked_loss:  # a value per move edge, the loss on the valued ones
-            values = np.where(edge_index >= 0, self.boards.edge_win_probs[edge_index], np.nan)
-            mask = ~np.isnan(values)
-            values = np.where(mask, values, 0.0)
-            if self.hl_gauss:
-                targets = bins.hl_gauss_targets(values, self.num_bins, self.sigma_ratio)
-            else:
-                targets = bins.to_bins(values, self.num_bins)
-        elif kind.value_head and self.hl_gauss:
-            targets = bins.hl_gauss_targets(view.value[items], self.num_bins, self.sigma_ratio)
-        else:
-            targets = view.label[items]
-        return Batch(self.data.states[board], targets, target_mask=mask, **edges)
 
 
 def fingerprint(data: BoardData) -> dict:

@@ -3,6 +3,8 @@ Stockfish, of the EMA parameters."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import chess
 import jax
 import numpy as np
@@ -11,7 +13,7 @@ from core.metrics import summarize
 from model.config import Config
 from model.data import BoardData
 from model.predictor import Predictor
-from model.train_data import make_batches
+from model.train_data import loader_settings, make_batches
 from model.train_step import Placement, jitted
 
 
@@ -23,7 +25,9 @@ class Evaluator:
         t = config.train
         self.config = config
         self.placement = placement
-        batches = make_batches(config, test)
+        # Fixed test batches: drawn uniformly, on this thread.
+        settings = dataclasses.replace(loader_settings(config), sampler="uniform", prefetch=0)
+        batches = make_batches(config, test, settings)
         self.batches = [placement.global_batch(next(batches)) for _ in range(t.eval_batches)]
         self.step = jitted(config.model, t, placement).evaluate
         # Accuracy and tau compare every legal move, so they need complete boards.

@@ -7,42 +7,44 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import jax
 
 from core.schema import board_files
+from model.board_view import BoardBatches
 from model.config import Config, ConfigError
-from model.data import Batches, BoardBatches, BoardData, fingerprint, load_boards
-from model.stream import StreamBatches, estimate_in_memory_bytes, should_stream, stream_fingerprint
+from model.data import Batches, BoardData, fingerprint, load_boards
+from model.loader_settings import LoaderSettings
+from model.stream import StreamBatches
+from model.stream_plan import estimate_in_memory_bytes, should_stream, stream_fingerprint
 
 
-def loader_settings(config: Config) -> dict[str, Any]:
-    """The loader arguments (model.data.Batches', model.stream.StreamBatches') that follow
-    from the config and this process's place among the processes."""
+def loader_settings(config: Config) -> LoaderSettings:
+    """The loaders' settings that follow from the config and this process's place among the
+    processes."""
     t = config.train
-    return {
-        "target": t.target,
-        "num_bins": t.num_bins,
-        "batch_size": t.batch_size,
-        "seed": t.seed,
-        "hl_gauss": t.hl_gauss,
-        "hl_gauss_sigma_ratio": t.hl_gauss_sigma_ratio,
-        "av_partial": t.av_partial,
-        "process_index": jax.process_index(),
-        "process_count": jax.process_count(),
-    }
+    return LoaderSettings(
+        target=t.target,
+        num_bins=t.num_bins,
+        batch_size=t.batch_size,
+        seed=t.seed,
+        sampler=t.sampler,
+        hl_gauss=t.hl_gauss,
+        hl_gauss_sigma_ratio=t.hl_gauss_sigma_ratio,
+        av_partial=t.av_partial,
+        prefetch=t.prefetch,
+        process_index=jax.process_index(),
+        process_count=jax.process_count(),
+    )
 
 
 def make_batches(
-    config: Config, data: BoardData, position: int = 0, sampler: str = "uniform", prefetch: int = 0
+    config: Config, data: BoardData, settings: LoaderSettings, position: int = 0
 ) -> Batches:
     """The loader over `data` that the config's backbone reads: (board, move) rows for the
     transformer, whole boards for gateau, from global example `position` on."""
     loader = BoardBatches if config.model.backbone == "gateau" else Batches
-    return loader(
-        data, sampler=sampler, position=position, prefetch=prefetch, **loader_settings(config)
-    )
+    return loader(data, settings, position)
 
 
 @dataclass
@@ -75,17 +77,12 @@ class TrainData:
 
     def batches(self, config: Config, position: int) -> Batches | StreamBatches:
         """The training loader over this split from global example `position` on."""
-        t = config.train
+        settings = loader_settings(config)
         if self.boards is not None:
-            return make_batches(config, self.boards, position, t.sampler, t.prefetch)
+            return make_batches(config, self.boards, settings, position)
         try:
             stream = StreamBatches(
-                self.files,
-                sampler=t.sampler,
-                position=position,
-                prefetch=t.prefetch,
-                memory_budget_gb=self.memory_budget_gb,
-                **loader_settings(config),
+                self.files, settings, position, memory_budget_gb=self.memory_budget_gb
             )
         except ValueError as e:  # a budget that cannot hold one block besides a window
             raise ConfigError(f"data.memory_budget_gb: {e}") from None

@@ -86,7 +86,7 @@ def _cross_entropy(log_probs: jax.Array, targets: jax.Array) -> tuple[jax.Array,
 
 
 def _make_graph_loss(config: Config) -> Callable:
-    """The gateau backbone's loss on whole boards (model.data.BoardBatches): AV averages
+    """The gateau backbone's loss on whole boards (model.board_view.BoardBatches): AV averages
     over the valued move edges of the batch (every action value is one term, as in the
     transformer's AV), SV over boards, BC over boards with the log-softmax over each
     board's move edges. `values_per_board` is the number of labels a board carried."""

@@ -15,6 +15,7 @@ from core.actions import ACTIONS, move_to_index
 from core.schema import SCHEMA_VERSION, SchemaError, boards_table
 from core.tokenizer import tokenize_batch
 from model.data import Batches, DataError, load_boards, make_view
+from model.loader_settings import LoaderSettings
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def decode_av(data, batch):
 
 def test_av_batches_hold_the_right_targets(rows, data):
     truth = {(f, move_to_index(m)): p for f, m, p in pairs_of(rows)}
-    batches = Batches(data, "av", 32, batch_size=50, seed=3, prefetch=0)
+    batches = Batches(data, LoaderSettings("av", 32, batch_size=50, seed=3, prefetch=0))
     batch = next(batches)
     assert batch.states.shape == (50, 77) and batch.targets.shape == (50,)
     probs = np.array([truth[key] for key in decode_av(data, batch)], np.float32)
@@ -69,7 +70,7 @@ def test_sv_and_bc_views_are_boards(rows, data):
         sv.label, bins.to_bins(np.float32([r["state_win_prob"] for r in rows]), 128)
     )
     np.testing.assert_array_equal(bc.label, [move_to_index(r["best_move"]) for r in rows])
-    batch = next(Batches(data, "bc", 128, batch_size=8, seed=0, prefetch=0))
+    batch = next(Batches(data, LoaderSettings("bc", 128, batch_size=8, seed=0, prefetch=0)))
     assert batch.actions is None and batch.targets.dtype == np.int32
 
 
@@ -134,14 +135,16 @@ def test_no_av_examples_says_the_partial_boards_were_left_out(mixed, tmp_path, s
     only_partial = shard_writer(all_rows[20:30], tmp_path, 1)
     data = load_boards(str(only_partial))
     with pytest.raises(DataError, match="10 of 10 boards are partial.*av_partial"):
-        Batches(data, "av", 32, batch_size=4, seed=0, prefetch=0)
-    batch = next(Batches(data, "av", 32, batch_size=4, seed=0, prefetch=0, av_partial=True))
+        Batches(data, LoaderSettings("av", 32, batch_size=4, seed=0, prefetch=0))
+    batch = next(
+        Batches(data, LoaderSettings("av", 32, batch_size=4, seed=0, prefetch=0, av_partial=True))
+    )
     assert batch.actions.shape == (4,)
 
 
 def test_an_epoch_visits_every_pair_once_shuffled_across_shards(data):
     n = data.num_pairs
-    batches = Batches(data, "av", 128, batch_size=n, seed=5, prefetch=0)
+    batches = Batches(data, LoaderSettings("av", 128, batch_size=n, seed=5, prefetch=0))
     order = batches.indices(0)
     assert sorted(order) == list(range(n))
     # A global shuffle: the first few examples already come from every shard.
@@ -149,7 +152,7 @@ def test_an_epoch_visits_every_pair_once_shuffled_across_shards(data):
     assert set(board_shard) == {0, 1, 2}
     # Epochs differ, and the order depends on the seed.
     assert not np.array_equal(order, batches.indices(n))
-    other = Batches(data, "av", 128, batch_size=n, seed=6, prefetch=0)
+    other = Batches(data, LoaderSettings("av", 128, batch_size=n, seed=6, prefetch=0))
     assert not np.array_equal(order, other.indices(0))
 
 
@@ -161,7 +164,9 @@ def test_weighted_sampler_follows_count(tmp_path, make_rows, shard_writer):
     seen = collections.Counter()
     uniform = collections.Counter()
     for kind, counter in (("weighted", seen), ("uniform", uniform)):
-        batches = Batches(data, "sv", 128, batch_size=200, seed=0, sampler=kind, prefetch=0)
+        batches = Batches(
+            data, LoaderSettings("sv", 128, batch_size=200, seed=0, sampler=kind, prefetch=0)
+        )
         for batch in itertools.islice(batches, 100):
             counter.update(bytes(s) for s in batch.states)
     heavy = sum(n for i, n in enumerate(_by_board(data, seen)) if i % 2)
@@ -178,7 +183,11 @@ def _by_board(data, counter):
 @pytest.mark.parametrize("prefetch", [0, 3])
 def test_a_resumed_loader_continues_exactly(data, prefetch):
     def make(position=0):
-        return Batches(data, "av", 64, batch_size=48, seed=1, position=position, prefetch=prefetch)
+        return Batches(
+            data,
+            LoaderSettings("av", 64, batch_size=48, seed=1, prefetch=prefetch),
+            position=position,
+        )
 
     with make() as straight:
         expected = [next(straight) for _ in range(40)]  # 1920 examples: crosses epochs
@@ -195,9 +204,14 @@ def test_a_resumed_loader_continues_exactly(data, prefetch):
 
 
 def test_processes_split_each_global_batch(data):
-    whole = next(Batches(data, "av", 128, batch_size=12, seed=2, prefetch=0))
+    whole = next(Batches(data, LoaderSettings("av", 128, batch_size=12, seed=2, prefetch=0)))
     parts = [
-        next(Batches(data, "av", 128, 12, seed=2, prefetch=0, process_index=p, process_count=3))
+        next(
+            Batches(
+                data,
+                LoaderSettings("av", 128, 12, seed=2, prefetch=0, process_index=p, process_count=3),
+            )
+        )
         for p in range(3)
     ]
     for key, value in whole.arrays().items():
@@ -205,8 +219,10 @@ def test_processes_split_each_global_batch(data):
 
 
 def test_hl_gauss_targets_are_distributions_around_the_value(data):
-    batch = next(Batches(data, "av", 32, batch_size=16, seed=0, hl_gauss=True, prefetch=0))
-    hard = next(Batches(data, "av", 32, batch_size=16, seed=0, prefetch=0)).targets
+    batch = next(
+        Batches(data, LoaderSettings("av", 32, batch_size=16, seed=0, hl_gauss=True, prefetch=0))
+    )
+    hard = next(Batches(data, LoaderSettings("av", 32, batch_size=16, seed=0, prefetch=0))).targets
     soft = batch.targets
     assert soft.shape == (16, 32)
     np.testing.assert_allclose(soft.sum(axis=1), 1.0, rtol=1e-5)
@@ -277,3 +293,12 @@ def test_a_move_illegal_on_its_board_is_named(tmp_path, rows, shard_writer):
     shard_writer(bad, tmp_path / "best", 1)
     with pytest.raises(DataError, match=rf"row 4 .*best_move {best!r} is not legal on this board"):
         load_boards(str(tmp_path / "best"))
+
+
+def test_loader_settings_refuse_a_split_the_hosts_cannot_make():
+    with pytest.raises(ValueError, match="batch size 10 is not divisible by 3 hosts"):
+        LoaderSettings("av", 32, batch_size=10, seed=0, process_count=3)
+    with pytest.raises(ValueError, match=r"process_index 3 is not in \[0, 3\)"):
+        LoaderSettings("av", 32, batch_size=12, seed=0, process_index=3, process_count=3)
+    settings = LoaderSettings("av", 32, batch_size=12, seed=0, process_index=2, process_count=3)
+    assert (settings.local_batch, settings.local_rows) == (4, slice(8, 12))

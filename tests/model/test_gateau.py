@@ -18,7 +18,9 @@ from core.actions import legal_actions, move_to_index, moves_to_indices
 from core.tokenizer import tokenize_batch
 from model import config as config_lib
 from model import gateau, graph
-from model.data import BoardBatches, DataError, load_boards, make_view
+from model.board_view import BoardBatches
+from model.data import DataError, load_boards, make_view
+from model.loader_settings import LoaderSettings
 from model.predictor import Predictor
 from model.train import make_loss, train
 
@@ -169,7 +171,9 @@ def mixed(make_rows, shard_writer, tmp_path_factory):
 def test_board_batches_put_each_value_on_its_move_edge(mixed):
     rows, data = mixed
     by_fen = {row["fen"]: row for row in rows}
-    batches = BoardBatches(data, "av", 32, batch_size=24, seed=0, prefetch=0, av_partial=True)
+    batches = BoardBatches(
+        data, LoaderSettings("av", 32, batch_size=24, seed=0, prefetch=0, av_partial=True)
+    )
     batch = next(batches)
     widest = batches.boards.graphs.edge_counts().max()
     assert batch.senders.shape[1] == batches.width == graph.edge_bucket(widest, 32)
@@ -188,14 +192,14 @@ def test_board_batches_put_each_value_on_its_move_edge(mixed):
         wanted = [bins.to_bins(np.float32(valued[a]), 32) for a in graphs.actions[expected_mask]]
         np.testing.assert_array_equal(batch.targets[row_index][:n][expected_mask], wanted)
     # Without av_partial the partial boards are left out, as in the row view.
-    complete = BoardBatches(data, "av", 32, batch_size=4, seed=0, prefetch=0)
+    complete = BoardBatches(data, LoaderSettings("av", 32, batch_size=4, seed=0, prefetch=0))
     assert len(complete.view) == 12
     # BC's label is the best move's edge; SV is one item per board as before.
-    bc = BoardBatches(data, "bc", 32, batch_size=24, seed=0, prefetch=0)
+    bc = BoardBatches(data, LoaderSettings("bc", 32, batch_size=24, seed=0, prefetch=0))
     for board, label in zip(bc.view.board, bc.view.label, strict=True):
         start = bc.boards.graphs.offsets[board]
         assert bc.boards.graphs.actions[start + label] == data.best_actions[board]
-    sv = BoardBatches(data, "sv", 32, batch_size=4, seed=0, prefetch=0)
+    sv = BoardBatches(data, LoaderSettings("sv", 32, batch_size=4, seed=0, prefetch=0))
     np.testing.assert_array_equal(sv.view.label, make_view(data, "sv", 32).label)
 
 
@@ -205,13 +209,19 @@ def test_a_value_for_an_illegal_move_is_named(make_rows, shard_writer, tmp_path)
     # The loader's legality check (core/move_check.py) names it, with the file and row, before
     # the graphs are built.
     with pytest.raises(DataError, match=r"parquet: row 1 \(FEN .*\): move 'a1h8' is not legal"):
-        BoardBatches(load_boards(str(shard_writer(rows, tmp_path, 1))), "av", 32, 2, seed=0)
+        BoardBatches(
+            load_boards(str(shard_writer(rows, tmp_path, 1))), LoaderSettings("av", 32, 2, seed=0)
+        )
 
 
 def test_the_loss_counts_valued_move_edges_only(mixed):
     _, data = mixed
     config = tiny("av", num_bins=32)
-    batch = next(BoardBatches(data, "av", 32, batch_size=24, seed=1, prefetch=0, av_partial=True))
+    batch = next(
+        BoardBatches(
+            data, LoaderSettings("av", 32, batch_size=24, seed=1, prefetch=0, av_partial=True)
+        )
+    )
     params = noisy_params(config)
     loss = jax.jit(make_loss(config))
     value, metrics = loss(params, batch)

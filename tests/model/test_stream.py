@@ -18,10 +18,11 @@ from core import bins, schema
 from core.actions import move_to_index
 from core.schema import SchemaError, board_files, boards_table
 from core.tokenizer import tokenize_batch
-from model import stream
+from model import stream, stream_plan
 from model.data import DataError, load_boards
-from model.stream import (
-    StreamBatches,
+from model.loader_settings import LoaderSettings
+from model.stream import StreamBatches
+from model.stream_plan import (
     estimate_in_memory_bytes,
     host_files,
     should_stream,
@@ -86,9 +87,13 @@ def truth(rows, target, av_partial=False) -> dict:
     return {r["fen"]: move_to_index(r["best_move"]) for r in rows if r["best_move"]}
 
 
-def make(files, target="av", **kwargs) -> StreamBatches:
-    settings = dict(batch_size=24, seed=1, prefetch=0, shuffle_buffer=100, memory_budget_gb=1.0)
-    return StreamBatches(files, target, NUM_BINS, **(settings | kwargs))
+def make(files, target="av", position=0, shuffle_buffer=100, memory_budget_gb=1.0, **kwargs):
+    settings = LoaderSettings(
+        target, NUM_BINS, **(dict(batch_size=24, seed=1, prefetch=0) | kwargs)
+    )
+    return StreamBatches(
+        files, settings, position, shuffle_buffer=shuffle_buffer, memory_budget_gb=memory_budget_gb
+    )
 
 
 def take(loader, n: int) -> dict[str, np.ndarray]:
@@ -232,7 +237,8 @@ def test_footer_estimates(files):
     data = load_boards(",".join(files))
     estimate = estimate_in_memory_bytes(files)
     exact = (
-        stream.BYTES_PER_BOARD * data.num_boards + stream.BYTES_PER_ACTION_VALUE * data.num_pairs
+        stream_plan.BYTES_PER_BOARD * data.num_boards
+        + stream_plan.BYTES_PER_ACTION_VALUE * data.num_pairs
     )
     assert estimate == exact  # the footers' statistics count the action values exactly
     assert stream_fingerprint(files) == {"boards": data.num_boards, "files": len(files)}
@@ -252,7 +258,9 @@ def test_window_items_follow_the_budget(files):
 MEMORY_SCRIPT = """
 import gc, json, sys
 from core.schema import board_files
-from model.stream import StreamBatches, estimate_in_memory_bytes
+from model.loader_settings import LoaderSettings
+from model.stream import StreamBatches
+from model.stream_plan import estimate_in_memory_bytes
 
 
 def status(field):  # kB; VmHWM is this process's peak: unlike ru_maxrss, not the parent's
@@ -264,13 +272,14 @@ directory, budget = sys.argv[1], float(sys.argv[2])
 files = board_files(directory)
 # Warm up on one block, so that first-use costs (pyarrow's pandas import, ...) are not
 # charged to the loader.
-warm = StreamBatches(files[:1], "av", 128, 64, seed=0, prefetch=0, shuffle_buffer=1,
-                     memory_budget_gb=budget)
+warm = StreamBatches(files[:1], LoaderSettings("av", 128, 64, seed=0, prefetch=0),
+                     shuffle_buffer=1, memory_budget_gb=budget)
 next(warm)
 del warm
 gc.collect()
 before = status("VmRSS")
-loader = StreamBatches(files, "av", 128, 256, seed=0, prefetch=4, memory_budget_gb=budget)
+loader = StreamBatches(files, LoaderSettings("av", 128, 256, seed=0, prefetch=4),
+                       memory_budget_gb=budget)
 n = loader.items_per_epoch
 while loader.position < n:
     next(loader)
