@@ -2,8 +2,8 @@
 positions of `--exclude`) -> action values -> sharded Parquet, the failures output and
 stats.json.
 
-The stages' DoFns live in `annotate_games` (read, parse, `--max-games`, `--exclude`),
-`annotate_boards` (the engine) and `annotate_journal` (reusing an interrupted run's rows).
+The stages' DoFns live in `games` (read, parse, `--max-games`, `--exclude`), `boards` (the
+engine) and `journal` (reusing an interrupted run's rows), beside this module.
 """
 
 from __future__ import annotations

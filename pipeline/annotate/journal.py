@@ -1,7 +1,7 @@
 """The resume journal of an annotate run: `<split>.meta/journal/`, its parts and their reuse.
 
 While a run annotates, each worker's `JournalWriter` appends the rows it made to the journal as
-Parquet parts, beside `run.json` (the run's settings, see `annotate_output`). A rerun with the
+Parquet parts, beside `run.json` (the run's settings, see `output`). A rerun with the
 same settings reads the parts (`ReadJournal`), joins their rows to the current boards by FEN
 (`UseJournal`) and sends only the boards without a row to the engine. The journal is deleted
 once the run's outputs are written (`delete_journal`).
