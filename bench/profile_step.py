@@ -70,9 +70,15 @@ def bandwidth_of(device_kind: str) -> float | None:
 
 
 def cudnn_attention(x, num_heads, last_query_only=False, one_board=False):
-    """model.transformer._attention through jax.nn.dot_product_attention (training only)."""
+    """model.transformer._attention through jax.nn.dot_product_attention (training only).
+
+    cuDNN's fused kernel refuses odd sequence lengths in training (the AV model's 79
+    positions; the last block's one query), so queries, keys and values are padded to an
+    even length: the padded keys are masked out by their length, the padded queries'
+    outputs dropped. The result is the model's attention (a test holds the two together)."""
     import haiku as hk
     import jax
+    import jax.numpy as jnp
 
     batch, length, width = x.shape
     head_dim = width // num_heads
@@ -81,11 +87,20 @@ def cudnn_attention(x, num_heads, last_query_only=False, one_board=False):
         y = hk.Linear(width, with_bias=False, name=name)(inputs)
         return y.reshape(batch, inputs.shape[1], num_heads, head_dim)
 
+    def even(t):
+        return jnp.pad(t, ((0, 0), (0, t.shape[1] % 2), (0, 0), (0, 0)))
+
     q = project("query", x[:, -1:] if last_query_only else x)
     k, v = project("key", x), project("value", x)
     # cuDNN's fused attention exists on GPUs only; elsewhere (the dry run) XLA's.
     implementation = "cudnn" if jax.default_backend() == "gpu" else None
-    mixed = jax.nn.dot_product_attention(q, k, v, implementation=implementation)
+    mixed = jax.nn.dot_product_attention(
+        even(q),
+        even(k),
+        even(v),
+        key_value_seq_lengths=jnp.full((batch,), length, jnp.int32),
+        implementation=implementation,
+    )[:, : q.shape[1]]
     return hk.Linear(width, with_bias=False, name="output")(mixed.reshape(batch, -1, width))
 
 

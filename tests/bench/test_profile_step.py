@@ -68,3 +68,26 @@ def test_the_roofline_counts_the_model_flops_that_xla_leaves_to_libraries():
     assert cost["memory_ms"] == pytest.approx(110e9 / 4800e9 * 1e3, rel=1e-3)
     assert cost["bound"] == "memory"
     assert "compute_ms" not in roofline({"flops": 1.0, "bytes": 1.0}, 1.0, "cpu", 1)
+
+
+@pytest.mark.parametrize("length", [78, 79])
+@pytest.mark.parametrize("last_query_only", [False, True])
+def test_the_fused_attention_variant_computes_the_model_s_attention(length, last_query_only):
+    """The variant pads to an even length for cuDNN; on the CPU it runs XLA's kernel, and
+    must give the model's attention (float32, 1e-5), or its profile measures another model."""
+    import haiku as hk
+    import jax
+    import numpy as np
+
+    from bench.profile_step import cudnn_attention
+    from model.transformer import _attention
+
+    def run(attention):
+        return hk.without_apply_rng(hk.transform(lambda x: attention(x, 4, last_query_only)))
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (3, length, 32))
+    params = run(_attention).init(jax.random.PRNGKey(1), x)
+    expected = run(_attention).apply(params, x)
+    got = run(cudnn_attention).apply(params, x)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
