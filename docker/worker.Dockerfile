@@ -1,4 +1,4 @@
-# Worker image for running pipeline/annotate.py on Dataflow (or any portable Beam runner):
+# Worker image for running pipeline/annotate/ (python -m pipeline.annotate) on Dataflow (or any portable Beam runner):
 # Beam's own Python SDK image + Debian's Stockfish + this package's pipeline code.
 #
 #   docker build -f docker/worker.Dockerfile -t REGION-docker.pkg.dev/PROJECT/REPO/annotate:2.77.0 .
@@ -19,13 +19,13 @@ ENV STOCKFISH=/usr/games/stockfish
 
 WORKDIR /opt/searchless-chess
 COPY pyproject.toml constraints.txt README.md ./
+COPY core ./core
 COPY pipeline ./pipeline
-COPY model ./model
 # The SDK image brings Beam, pyarrow and numpy; the pipeline needs only two more libraries.
 # --no-deps keeps the training stack (jax, haiku, ...) out of the worker.
 RUN pip install --no-cache-dir -c constraints.txt chess zstandard \
     && pip install --no-cache-dir --no-deps . \
-    && python -c "import pipeline.annotate, model.actions" \
+    && python -c "import pipeline.annotate.annotate, core.actions" \
     && /usr/games/stockfish quit
 
 # Keep Beam's boot entrypoint from the base image.
