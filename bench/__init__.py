@@ -1,1 +1,2 @@
-"""Throughput benchmarks: one script per measured rate, each printing JSON."""
+"""Benchmarks, one script per measured rate, each printing JSON, with their helper modules; and
+the GPU check (`device_check.py`), which writes its report to a file."""

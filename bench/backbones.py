@@ -43,19 +43,21 @@ import jax
 import numpy as np
 
 from bench.train import write_bench_shards
+from core.eval_sets import read_puzzles, read_suite
 from core.progress import Progress
-from eval.engines import NeuralAgent, make_agent, parse_agent_spec
+from eval.agent_specs import parse_agent_spec
+from eval.engines import NeuralAgent, make_agent
 from eval.metrics import evaluate_checkpoint, read_rows
 from eval.puzzles import evaluate as evaluate_puzzles
-from eval.puzzles import read_puzzles
-from eval.suites import read_suite, run_suite
+from eval.suites import run_suite
 from model import config as config_lib
 from model.config import Config
 from model.data import load_boards
 from model.network import init_params
 from model.predictor import Predictor
-from model.train import Placement, compile_train_step, init_state, train
+from model.train import train
 from model.train_data import loader_settings, make_batches
+from model.train_step import Placement, compile_train_step, init_state
 from model.transformer import count_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -67,10 +67,6 @@ DRY_RUN = Plan(
     profiles=(("tiny", 32, None), ("tiny", 32, "cudnn_attention")),
 )
 
-# Rough cost of each optional step on an H100/H200 (compilation included), to decide whether
-# it fits in what is left of the budget.
-OPTIONAL_SECONDS = {"270M": 100.0, "model_bc": 120.0}
-
 
 def describe_device() -> tuple[dict, dict]:
     import jax

@@ -48,7 +48,8 @@ from core.interrupts import interrupted
 from core.openings import Opening, load_openings
 from core.paths import project_root, resolve_path
 from core.progress import Progress, format_duration
-from eval.engines import MctsAgent, NeuralAgent, make_agent, parse_agent_spec
+from eval.agent_specs import parse_agent_spec
+from eval.engines import MctsAgent, NeuralAgent, make_agent
 from eval.evaluators import make_evaluator
 from eval.game import play_game
 from eval.mcts import DEFAULT_CPUCT, SearchConfig

@@ -314,7 +314,13 @@ def bench_train_step(
     from model import config as config_lib
     from model.devices import resolve_dtype, train_flops_per_example
     from model.import_reference import to_project
-    from model.train import Placement, TrainState, compile_train_step, init_state, make_optimizer
+    from model.train_step import (
+        Placement,
+        TrainState,
+        compile_train_step,
+        init_state,
+        make_optimizer,
+    )
     from model.transformer import count_params
 
     config = config_lib.from_dict(

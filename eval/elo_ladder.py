@@ -46,7 +46,6 @@ from eval.engines import make_agent
 from eval.game import AdjudicationConfig, Adjudicator, ScheduledGame, play_game, to_pgn
 from eval.mcts import DEFAULT_SIMS
 from eval.stockfish_agents import start_engine, uci_elo_range
-from eval.tournament import TournamentConfig
 from eval.uci.options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
 
 # The model searchless, and searching as the UCI engine does when given Simulations: PUCT
@@ -60,6 +59,7 @@ DEFAULT_BASELINES = ("greedy", "random")
 # How far past its bound the next level goes while a player has scored 0% or 100%.
 JUMP = 400
 OUTPUTS = ("elo.json", "elo.md", "elo.png", "games.pgn")
+PGN_EVENT = "searchless-chess Elo ladder"
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,6 @@ def rate_player(
     opponents = _Opponents(engine, config.sf_time)
     started = time.monotonic()
     date = datetime.date.today().strftime("%Y.%m.%d")
-    event = TournamentConfig(event="searchless-chess Elo ladder")
     pair = 0
     try:
         while not run.stop:
@@ -215,7 +214,9 @@ def rate_player(
                     t0 = time.monotonic()
                     board, outcome = play_game(white, black, opening, config.max_plies, adjudicator)
                     scheduled = ScheduledGame(f"{len(run.games) + 1}", 0, 1, opening)
-                    pgn = to_pgn(board, outcome, scheduled, [white.name, black.name], event, date)
+                    pgn = to_pgn(
+                        board, outcome, scheduled, [white.name, black.name], PGN_EVENT, date
+                    )
                     record(pgn)
                     points = {"1-0": 1.0, "0-1": 0.0}.get(outcome.result, 0.5)
                     run.games.append(

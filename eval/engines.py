@@ -4,11 +4,11 @@ Stockfish, a random mover and a one-ply material counter (`greedy`, the floor a 
 Every agent is a context manager and closes its processes in `close()`, never in `__del__`.
 An agent receives the whole `chess.Board`, move stack included, so it can see repetitions.
 The protocol and shared plumbing are in eval/agent_base.py, the Stockfish agents in
-eval/stockfish_agents.py, the spec grammar in eval/agent_specs.py (their names are importable
-from here too); this module has the other agents and turns specs into agents (`make_agent`).
+eval/stockfish_agents.py, the spec grammar in eval/agent_specs.py; this module has the other
+agents and turns specs into agents (`make_agent`).
 
 Agents are named on command lines by a spec, `KIND[:OPTIONS]`, OPTIONS being comma-separated
-`key=value` pairs (see `SPEC_HELP`, printed by every CLI's --help):
+`key=value` pairs (see `eval.agent_specs.SPEC_HELP`, printed by every CLI's --help):
 
     random                      random:seed=3               greedy
     stockfish:nodes=100000      stockfish:time=0.1,threads=1      stockfish:depth=12,skill=5
@@ -31,16 +31,11 @@ import numpy as np
 
 from core.actions import move_to_index
 from core.targets import VALUE_TARGETS, target_kind
-from eval.agent_base import Agent as Agent
 from eval.agent_base import AgentBase, legal_moves
-from eval.agent_specs import SPEC_HELP as SPEC_HELP
 from eval.agent_specs import AgentSpec, agent_arguments, parse_agent_spec
 from eval.evaluators import DEFAULT_PRIOR_TEMPERATURE, LeafEvaluator, make_evaluator
 from eval.mcts import DEFAULT_SIMS, SearchConfig, SearchLimit, TreeSearch
-from eval.stockfish_agents import EngineSettings as EngineSettings
-from eval.stockfish_agents import StockfishAgent as StockfishAgent
-from eval.stockfish_agents import StockfishOracleAgent as StockfishOracleAgent
-from eval.stockfish_agents import start_engine as start_engine
+from eval.stockfish_agents import StockfishAgent, StockfishOracleAgent
 
 
 class RandomAgent(AgentBase):

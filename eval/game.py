@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import chess
 import chess.engine
@@ -18,13 +17,6 @@ from core.game_end import DRAW, Outcome, board_outcome
 from core.openings import Opening
 from eval.agent_base import Agent
 from eval.stockfish_agents import start_engine
-
-
-class EventConfig(Protocol):
-    """What a game's PGN needs of the run's configuration: its event name."""
-
-    @property
-    def event(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -160,11 +152,11 @@ def to_pgn(
     outcome: Outcome,
     game: ScheduledGame,
     names: Sequence[str],
-    config: EventConfig,
+    event: str,
     date: str,
 ) -> chess.pgn.Game:
     pgn = chess.pgn.Game.from_board(board)  # sets FEN/SetUp when the opening is a position
-    pgn.headers["Event"] = config.event
+    pgn.headers["Event"] = event
     pgn.headers["Site"] = "?"
     pgn.headers["Date"] = date
     pgn.headers["Round"] = game.round

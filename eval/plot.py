@@ -1,4 +1,4 @@
-"""Figures: puzzle accuracy by rating, and a training run's learning curves.
+"""Figures: puzzle accuracy by rating, a training run's learning curves, and the Elo ladder's plot.
 
     python -m eval.plot results/puzzles.json [more.json ...] --out results/puzzles.png
     python -m eval.plot runs/small [runs/9m/metrics.jsonl ...] --out results/curves.png

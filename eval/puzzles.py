@@ -30,7 +30,9 @@ from core.eval_sets import Puzzle, read_puzzles
 from core.interrupts import interrupted
 from core.outputs import OutputError, check_file
 from core.progress import Progress
-from eval.engines import SPEC_HELP, Agent, make_agent, parse_agent_spec
+from eval.agent_base import Agent
+from eval.agent_specs import SPEC_HELP, parse_agent_spec
+from eval.engines import make_agent
 
 DEFAULT_BUCKET_WIDTH = 400
 

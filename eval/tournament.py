@@ -38,8 +38,9 @@ from core.openings import Opening, choose_openings, load_openings
 from core.outputs import OutputError, check_dir
 from core.progress import Progress
 from eval.agent_base import Agent
+from eval.agent_specs import SPEC_HELP
 from eval.elo import EloConfig, GameResult, fit_elo, format_table
-from eval.engines import SPEC_HELP, make_agent
+from eval.engines import make_agent
 from eval.game import (
     AdjudicationConfig,
     Adjudicator,
@@ -208,7 +209,7 @@ def run_tournament(
                         config.max_plies,
                         adjudicator,
                     )
-                    pgn = to_pgn(board, outcome, game, names, config, date)
+                    pgn = to_pgn(board, outcome, game, names, config.event, date)
                 print(pgn, file=pgn_file, end="\n\n", flush=True)
                 result, termination = pgn.headers["Result"], pgn.headers["Termination"]
                 results.append(GameResult.from_pgn_result(white, black, result))

@@ -166,9 +166,10 @@ def agent_specs(config: DemoConfig) -> dict[str, str]:
 
 def puzzles(config: DemoConfig, log: StepLog, out: pathlib.Path, plot: pathlib.Path) -> dict:
     with sigint_exits(_INTERRUPTED):  # JAX's import: see sigint_exits
+        from core.eval_sets import read_puzzles
         from eval.engines import make_agent
         from eval.plot import plot_puzzle_accuracy
-        from eval.puzzles import evaluate, read_puzzles
+        from eval.puzzles import evaluate
 
     specs = agent_specs(config)
     chosen = [specs["model"], specs["random"], specs["stockfish"]]

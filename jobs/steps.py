@@ -1,4 +1,5 @@
-"""Reusing finished steps of a multi-step job (`make demo`, `make cpu-model`).
+"""Reusing finished steps of a multi-step job (`make demo`, `make cpu-model`), and the annotate
+step both jobs share.
 
 A step records a fingerprint of what it was computed from in `steps.json`; a rerun whose
 fingerprint matches (and whose outputs still exist) reuses the step instead of redoing it.

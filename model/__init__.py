@@ -1,1 +1,2 @@
-"""Encodings and the JAX/Haiku transformer that learns action values, state values or moves."""
+"""Learning: the training-data loaders, the JAX/Haiku networks (the paper's transformer, the
+GATEAU edge backbone), the training loop, checkpoints and jitted predictions, for AV, SV or BC."""

@@ -3,7 +3,7 @@ the model FLOPs of a training example (the MFU of bench/ and the CPU warning of 
 
     describe_devices()            -> "1 gpu device(s) (NVIDIA H100 80GB HBM3)"
     compute_dtype("auto")         -> jnp.bfloat16 on a GPU or TPU, jnp.float32 on a CPU
-    cpu_warning(config, cores)    -> one line when a 9M-or-larger model is about to train on CPU
+    cpu_warning(config, params)   -> one line when a 9M-or-larger model is about to train on CPU
 """
 
 from __future__ import annotations

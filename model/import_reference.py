@@ -36,14 +36,13 @@ import orbax.checkpoint as ocp
 
 from core.actions import NUM_ACTIONS
 from core.outputs import OutputError, check_dir
-from core.targets import target_kind
+from core.targets import TARGETS, target_kind
 from model.checkpoint import Checkpointer, checkpoints_dir, failure_reason, quiet_orbax
 from model.config import (
     CUSTOM_SIZE,
     EMBEDDING_VOCAB_SIZE,
     MAX_SEQUENCE_LENGTH,
     MODEL_SIZES,
-    TARGETS,
     Config,
     ConfigError,
     DataConfig,

@@ -1,10 +1,11 @@
 """Streaming AV / SV / BC batches for the transformer: every host reads only its own shards, a
 row group at a time, in memory bounded by a budget whatever the size of the data.
 
-`model.data.Batches` holds the whole table on every host (BYTES_PER_BOARD per board and
-BYTES_PER_ACTION_VALUE per action value, and Batches' view and orders on top); the paper's
-15.3B action values cannot fit. `StreamBatches` yields the same Batch records under the same
-protocol (`position`, `epoch`, `close`, a prefetch thread), from a list of shard files:
+`model.data.Batches` holds the whole table on every host (model/stream_plan.py's
+BYTES_PER_BOARD per board and BYTES_PER_ACTION_VALUE per action value, and Batches' view and
+orders on top); the paper's 15.3B action values cannot fit. `StreamBatches` yields the same
+Batch records under the same protocol (`position`, `epoch`, `close`, a prefetch thread), from a
+list of shard files:
 
 1. Shards to hosts. The sorted file list is permuted with rng(seed); host p owns the files
    `perm[p::process_count]` for the whole run and opens no other. Fewer shards than hosts

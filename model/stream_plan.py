@@ -1,6 +1,8 @@
 """What a streaming host knows before it reads a row (model/stream.py's module doc: Shards
 to hosts, Memory): its shards, their row groups as blocks and their sizes from the Parquet
-footers, and how many items a shuffle window may hold under the memory budget."""
+footers, and how many items a shuffle window may hold under the memory budget; and, from the
+footers alone, what the in-memory loader would hold (`estimate_in_memory_bytes`, with its
+BYTES_PER_* costs; `should_stream`) and a streamed run's `stream_fingerprint`."""
 
 from __future__ import annotations
 

@@ -51,17 +51,16 @@ from model.data import DataError
 from model.devices import cpu_warning, describe_devices, resolve_dtype
 from model.evaluator import Evaluator
 from model.metrics_log import MetricsLog, train_record
-from model.run_dir import check_resumable as check_resumable
 from model.run_dir import open_run_dir, resume, run_dir_lock
 from model.train_data import load_data
-from model.train_step import DATA_AXIS as DATA_AXIS
-from model.train_step import Placement as Placement
-from model.train_step import TrainState as TrainState
-from model.train_step import compile_train_step as compile_train_step
-from model.train_step import init_state as init_state
-from model.train_step import learning_rate, maybe_initialize_distributed
-from model.train_step import make_loss as make_loss
-from model.train_step import make_optimizer as make_optimizer
+from model.train_step import (
+    Placement,
+    TrainState,
+    compile_train_step,
+    init_state,
+    learning_rate,
+    maybe_initialize_distributed,
+)
 from model.transformer import count_params
 
 # Where orbax's save threads log their failures (absl) and their lost futures (asyncio).

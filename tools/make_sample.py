@@ -40,8 +40,9 @@ import zstandard
 from core.engine_path import engine_id, find_engine
 from core.openings import load_openings
 from core.progress import Progress
-from eval.engines import EngineSettings, RandomAgent, StockfishAgent
+from eval.engines import RandomAgent
 from eval.game import play_game
+from eval.stockfish_agents import EngineSettings, StockfishAgent
 from tools.sample_puzzles import PuzzleRules, find_puzzles, select, write_puzzles
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -24,7 +24,8 @@ import os
 import sys
 
 from core.paths import resolve_path
-from eval.uci.factories import AgentFactory, ChooserFactory, NeuralFactory, label
+from eval.model_files import label
+from eval.uci.factories import AgentFactory, ChooserFactory, NeuralFactory
 from eval.uci.options import DEFAULT_WEIGHTS, UciError, UciOptions, find_option, parse_value
 from eval.uci.server import ENGINE_NAME, UciServer
 

@@ -8,7 +8,6 @@ ModelUnavailable, and the engine plays on with the random mover.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Literal, Protocol
 
 import chess
@@ -18,6 +17,7 @@ from core.paths import resolve_path
 from eval.engines import NeuralAgent, make_agent
 from eval.evaluators import make_evaluator
 from eval.mcts import SearchConfig, TreeSearch, max_nodes_for
+from eval.model_files import keep_compilations_on_disk, label
 from eval.uci import threads
 from eval.uci.choosers import AgentChooser, MoveChooser, PolicyChooser, SearchChooser
 from eval.uci.options import DEFAULT_WEIGHTS, UciOptions
@@ -29,39 +29,6 @@ class ModelUnavailable(Exception):
 
 class ChooserFactory(Protocol):
     def __call__(self, options: UciOptions) -> MoveChooser: ...
-
-
-def label(path: str) -> str:
-    """A run's name for a run dir or one of its checkpoint dirs."""
-    parts = os.path.normpath(path).split(os.sep)
-    if len(parts) >= 3 and parts[-1].isdigit() and parts[-2] == "checkpoints":
-        return f"{parts[-3]}@{parts[-1]}"
-    return parts[-1]
-
-
-def xla_cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "searchless-chess", "xla")
-
-
-def keep_compilations_on_disk() -> None:
-    """Keeps XLA's compiled batch shapes in xla_cache_dir() (JAX's persistent compilation
-    cache), so an engine started again for the same architecture (lichess-bot starts one
-    per game, tournament managers restart them) reads them back instead of compiling: the
-    warm-up then costs a fraction. A cache the user set (JAX_COMPILATION_CACHE_DIR) or
-    turned off (JAX_ENABLE_COMPILATION_CACHE=false) is left alone."""
-    import jax  # only with a model: see NeuralFactory._load
-
-    if jax.config.jax_compilation_cache_dir or not jax.config.jax_enable_compilation_cache:
-        return
-    directory = xla_cache_dir()
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError:
-        return  # nowhere to keep them: every start compiles
-    jax.config.update("jax_compilation_cache_dir", directory)
-    # JAX keeps only compilations slower than 1 s by default; each shape counts here.
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 class NeuralFactory:

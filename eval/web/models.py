@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from core.paths import project_root, resolve_path
 from core.targets import target_kind
-from eval.uci.factories import keep_compilations_on_disk, label
+from eval.model_files import keep_compilations_on_disk, label
 from eval.uci.options import DEFAULT_WEIGHTS, UciOptions
 
 MODELS_DIR = "models"

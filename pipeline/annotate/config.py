@@ -42,7 +42,8 @@ class EngineConfig(EngineOptions):
 
 @dataclass(frozen=True)
 class AnnotateConfig:
-    """One run: the command line's options (see `pipeline.annotate` for each one's meaning)."""
+    """One run: the command line's options (each one's meaning: `python -m pipeline.annotate
+    --help`, from pipeline/annotate/arguments.py)."""
 
     inputs: tuple[str, ...]
     out: str

@@ -15,9 +15,10 @@ import sys
 import apache_beam as beam
 
 from core.positions import position_key
+from core.text_files import InputError
 from pipeline import pgn, random_move, stats
 from pipeline.portable import tagged
-from pipeline.sources import InputError, read_lines
+from pipeline.sources import read_lines
 
 GAMES_TAG = "games"
 FENS_TAG = "fens"

@@ -8,8 +8,8 @@ Input: https://database.lichess.org/#evals (CC0), one JSON object per line,
 "knodes": ..., "depth": ...}, ...]}`, zstd-compressed (recognised by its magic bytes; an
 uncompressed `.jsonl` works too). It is streamed, never held in memory.
 
-Each line becomes one board row, or one failure row, by `pipeline.lichess_evals` (the rules
-are there); boards + failures == lines, and stats.json counts the failures by reason.
+Each line becomes one board row, or one failure row, by `pipeline.lichess_evals.lines` (the
+rules are there); boards + failures == lines, and stats.json counts the failures by reason.
 
 Damage: an input that is corrupt or cut short part-way (a download that stopped) keeps every
 line before the damage (pipeline/zstd_blocks.py decodes block by block); the line the damage

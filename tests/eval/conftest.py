@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from core.schema import BOARDS_PREFIX, make_board_row, shard_name, write_boards
-from eval.engines import AgentBase, EngineSettings, StockfishOracleAgent
+from eval.agent_base import AgentBase
 from eval.evaluators import make_evaluator
+from eval.stockfish_agents import EngineSettings, StockfishOracleAgent
 from model.config import Config
 from model.predictor import Predictor
 from model.transformer import init_params

@@ -8,22 +8,25 @@ import pytest
 
 from core.actions import legal_actions
 from core.engine_path import EngineNotFoundError
+from eval.agent_base import Agent
+from eval.agent_specs import parse_agent_spec
 from eval.engines import (
-    Agent,
-    EngineSettings,
     GreedyAgent,
     RandomAgent,
-    StockfishAgent,
-    StockfishOracleAgent,
     greedy_move,
     make_agent,
     material_balance,
     material_gain,
-    parse_agent_spec,
     pick_index,
     repetition_adjusted,
 )
-from eval.stockfish_agents import ELO_MOVE_TIME, engine_elo_range
+from eval.stockfish_agents import (
+    ELO_MOVE_TIME,
+    EngineSettings,
+    StockfishAgent,
+    StockfishOracleAgent,
+    engine_elo_range,
+)
 
 SCHOLAR = "r1bqkbnr/pppp1ppp/2n5/4p3/2B1P3/5Q2/PPPP1PPP/RNB1K1NR w KQkq - 2 4"  # Qxf7#
 FOOL = "rnbqkbnr/pppp1ppp/8/4p3/6P1/5P2/PPPPP2P/RNBQKBNR b KQkq - 0 2"  # Qh4#

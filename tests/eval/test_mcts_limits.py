@@ -13,7 +13,8 @@ import chess
 import numpy as np
 import pytest
 
-from eval.engines import MctsAgent, make_agent, parse_agent_spec
+from eval.agent_specs import parse_agent_spec
+from eval.engines import MctsAgent, make_agent
 from eval.evaluators import PolicyValueEvaluator, make_evaluator
 from eval.mcts import NODE_BYTES, SearchConfig, SearchLimit, TreeSearch
 from eval.puzzles import main as puzzles_main

@@ -17,7 +17,8 @@ from core.openings import (
     choose_openings,
     load_openings,
 )
-from eval.engines import AgentBase, RandomAgent, make_agent
+from eval.agent_base import AgentBase
+from eval.engines import RandomAgent, make_agent
 from eval.game import AdjudicationConfig, play_game
 from eval.tournament import TournamentConfig, main, run_tournament, schedule
 
@@ -285,7 +286,7 @@ def test_pgn_headers_round_trip_through_a_reader():
         Outcome("1/2-1/2", "max plies (1)"),
         game,
         ["a", "b"],
-        TournamentConfig(),
+        TournamentConfig().event,
         "2026.01.01",
     )
     parsed = chess.pgn.read_game(io.StringIO(str(pgn)))

@@ -22,7 +22,8 @@ from model.board_view import BoardBatches
 from model.data import DataError, load_boards, make_view
 from model.loader_settings import LoaderSettings
 from model.predictor import Predictor
-from model.train import make_loss, train
+from model.train import train
+from model.train_step import make_loss
 
 BOARDS = [
     chess.Board(),

@@ -240,7 +240,7 @@ def test_two_cpu_devices_on_one_core_do_not_deadlock(synthetic_data, tmp_path):
 
     XLA's CPU runtime deadlocked here in an all-reduce (the rendezvous aborts the process
     after 40 s) while the loop dispatched steps ahead of their completion; it now waits for
-    each step on CPU with several devices (model.train.Placement.wait_each_step)."""
+    each step on CPU with several devices (model.train_step.Placement.wait_each_step)."""
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     command = [*ON_ONE_CORE, "-m", "model.train", "--config", "model/configs/demo.toml"]
     command += ["--data", str(synthetic_data / "train"), "--test-data", "", "--out", str(tmp_path)]

@@ -14,7 +14,13 @@ from core.tokenizer import tokenize_batch
 from model.batch import Batch
 from model.config import Config, ModelConfig, TrainConfig
 from model.import_reference import to_project
-from model.train import Placement, TrainState, compile_train_step, make_loss, make_optimizer
+from model.train_step import (
+    Placement,
+    TrainState,
+    compile_train_step,
+    make_loss,
+    make_optimizer,
+)
 
 NUM_LAYERS, WIDTH, BATCH = 2, 32, 64
 
