@@ -296,6 +296,26 @@ def _time_in_turns(steppers: dict[str, list], batches: list) -> tuple[dict, dict
     return compile_seconds, times, losses
 
 
+def _from_reference(ref, config, placement) -> tuple:
+    """Our train state and the reference's stepper, both from the reference's initial
+    parameters (ours and their EMA copy on the devices as separate buffers)."""
+    import jax
+
+    from model.import_reference import to_project
+    from model.train_step import TrainState, make_optimizer
+
+    their_params, their_opt_state, their_step = reference_trainer(ref, config)
+
+    def ours():
+        return jax.device_put(
+            to_project(their_params, config.model.num_layers), placement.replicated
+        )
+
+    params = ours()
+    state = TrainState(params, ours(), jax.jit(make_optimizer(config.train).init)(params))
+    return state, [their_step, (their_params, their_params, their_opt_state)]
+
+
 def bench_train_step(
     directory: str,
     size: str,
@@ -313,14 +333,7 @@ def bench_train_step(
 
     from model import config as config_lib
     from model.devices import resolve_dtype, train_flops_per_example
-    from model.import_reference import to_project
-    from model.train_step import (
-        Placement,
-        TrainState,
-        compile_train_step,
-        init_state,
-        make_optimizer,
-    )
+    from model.train_step import Placement, compile_train_step, init_state
     from model.transformer import count_params
 
     config = config_lib.from_dict(
@@ -333,16 +346,7 @@ def bench_train_step(
     placement = Placement.over_all_devices()
     steppers = {}
     if ref is not None:
-        their_params, their_opt_state, their_step = reference_trainer(ref, config)
-        ours = jax.device_put(
-            to_project(their_params, config.model.num_layers), placement.replicated
-        )
-        state = TrainState(
-            ours,
-            jax.device_put(to_project(their_params, config.model.num_layers), placement.replicated),
-            jax.jit(make_optimizer(config.train).init)(ours),
-        )
-        steppers["reference"] = [their_step, (their_params, their_params, their_opt_state)]
+        state, steppers["reference"] = _from_reference(ref, config, placement)
     else:
         state = init_state(config, placement)
     step = compile_train_step(config, placement)
