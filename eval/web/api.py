@@ -170,7 +170,7 @@ def load(text) -> dict:
 
 
 @dataclass(frozen=True)
-class MoveRequest:
+class BoardRequest:
     """What /api/analysis and /api/play are asked: a playable position, the model and value
     model named (None: the defaults), and the playouts to search (0: the policy alone)."""
 
@@ -182,7 +182,7 @@ class MoveRequest:
     @classmethod
     def parse(
         cls, settings: WebSettings, fen=None, moves=None, model=None, value=None, simulations=0
-    ) -> MoveRequest:
+    ) -> BoardRequest:
         """The request from its parameters; 4xx naming the first bad one."""
         board = game_board(fen, moves)
         require_playable(board)
@@ -199,7 +199,7 @@ class _Models:
     value_predictor: object | None
 
     @classmethod
-    def of(cls, store: ModelStore, request: MoveRequest) -> _Models:
+    def of(cls, store: ModelStore, request: BoardRequest) -> _Models:
         """4xx for names that are not models."""
         try:
             name = request.model or store.default_model
@@ -210,7 +210,7 @@ class _Models:
         except ModelError as e:
             raise ApiError(e.status, str(e)) from None
 
-    def search(self, store: ModelStore, request: MoveRequest, settings: WebSettings) -> TreeSearch:
+    def search(self, store: ModelStore, request: BoardRequest, settings: WebSettings) -> TreeSearch:
         """A fresh tree over the request's board after its playouts."""
         try:
             evaluator = make_evaluator(self.predictor, self.value_predictor)
@@ -225,7 +225,7 @@ class _Models:
         return search
 
 
-def analysis(store: ModelStore, settings: WebSettings, request: MoveRequest) -> dict:
+def analysis(store: ModelStore, settings: WebSettings, request: BoardRequest) -> dict:
     """Every legal move's score, best first, the position's value and, with simulations,
     the search's visits and values beside them."""
     board = request.board
@@ -304,7 +304,7 @@ def _search_json(board: chess.Board, search: TreeSearch, entries: dict) -> dict:
     }
 
 
-def play(store: ModelStore, settings: WebSettings, request: MoveRequest) -> dict:
+def play(store: ModelStore, settings: WebSettings, request: BoardRequest) -> dict:
     """The model's move: its policy's best (simulations 0) or the search's most visited."""
     board = request.board.copy()
     with store.lock:

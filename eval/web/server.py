@@ -206,10 +206,10 @@ class Handler(BaseHTTPRequestHandler):
             self._json(200, api.position(**params))
         elif path == "/api/analysis":
             self._json(
-                200, api.analysis(store, settings, api.MoveRequest.parse(settings, **params))
+                200, api.analysis(store, settings, api.BoardRequest.parse(settings, **params))
             )
         elif path == "/api/play":
-            self._json(200, api.play(store, settings, api.MoveRequest.parse(settings, **params)))
+            self._json(200, api.play(store, settings, api.BoardRequest.parse(settings, **params)))
         elif path == "/api/load":
             self._json(200, api.load(params.get("text")))
         elif path == "/api/pgn":

@@ -20,6 +20,7 @@ import pytest
 from core.schema import stats_path
 from jobs import demo
 from jobs.steps import StepLog, fingerprint
+from tools.make_sample import unique_boards
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample"
@@ -28,16 +29,6 @@ SAMPLE = ROOT / "data" / "sample"
 def write_pgn(games: list[chess.pgn.Game], path: pathlib.Path) -> pathlib.Path:
     path.write_text("\n\n".join(str(g) for g in games) + "\n", encoding="utf-8")
     return path
-
-
-def unique_boards(games: list[chess.pgn.Game]) -> int:
-    fens = set()
-    for game in games:
-        board = game.board()
-        for move in game.mainline_moves():
-            fens.add(board.fen())
-            board.push(move)
-    return len(fens)
 
 
 @pytest.fixture
