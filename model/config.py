@@ -37,9 +37,11 @@ LR_SCHEDULES = ("constant", "cosine")
 COMPUTE_DTYPES = ("auto", "float32", "bfloat16")
 # Keys a config may still carry from an earlier version of this file: old name -> new name.
 RENAMED_KEYS = {"train": {"compute_dtype": "dtype"}}
-# The network: the paper's transformer (one (board, move) row per pass) or the GATEAU edge
-# backbone of model/gateau.py (one board with all its moves per pass).
-BACKBONES = ("transformer", "gateau")
+# The network: the paper's transformer (one (board, move) row per pass), or one that reads a
+# board with all its moves per pass: the GATEAU edge backbone of model/gateau.py or the
+# square-token transformer of model/squares.py.
+GRAPH_BACKBONES = ("gateau", "squares")
+BACKBONES = ("transformer", *GRAPH_BACKBONES)
 
 # One embedding table serves board tokens and actions (the 31 board tokens are a subset of
 # the 1968 action ids), as in the paper's code; this is what makes the 9M count 8,954,240.
@@ -70,9 +72,10 @@ class ModelConfig:
     """Network shape. `size` names the preset the other fields came from (`custom`: none, the
     fields as written). For the gateau backbone num_layers counts GATEAU layers,
     embedding_dim is the node and edge width, num_heads the attention heads and
-    widening_factor the node MLP's hidden multiple."""
+    widening_factor the node MLP's hidden multiple; for the square-token transformer
+    (squares) they are its blocks, its width, heads and SwiGLU multiple."""
 
-    backbone: str = "transformer"  # transformer | gateau
+    backbone: str = "transformer"  # transformer | gateau | squares
     size: str = "small"
     num_layers: int = 4
     embedding_dim: int = 64
@@ -80,9 +83,13 @@ class ModelConfig:
     widening_factor: int = 4  # SwiGLU hidden size = widening_factor * embedding_dim
     embedding_init_scale: float = 0.02  # token embeddings, before the sqrt(d) factor
     positional_init_scale: float = 1.0  # the reference's hk.Embed default
-    # gateau: a move edge also embeds whether the move gives check (model/graph.py's check
-    # bit), a fact of the board a small network is slow to learn from squares and attacks.
+    # gateau, squares: a move edge also embeds whether the move gives check (model/graph.py's
+    # check bit), a fact of the board a small network is slow to learn from squares and
+    # attacks.
     move_checks: bool = False
+    # squares: every attention head also adds a learned bias for what the board says of a
+    # pair of squares (the key's piece moves to or attacks the query's square).
+    attack_bias: bool = False
 
 
 @dataclass(frozen=True)
@@ -273,8 +280,12 @@ def validate(config: Config, check_data: bool = True) -> Config:
     m, t, d = config.model, config.train, config.data
     if m.backbone not in BACKBONES:
         raise ConfigError(f"model.backbone {m.backbone!r} is not one of {list(BACKBONES)}")
-    if m.move_checks and m.backbone != "gateau":
-        raise ConfigError("model.move_checks is a feature of the gateau backbone's move edges")
+    if m.move_checks and m.backbone not in GRAPH_BACKBONES:
+        raise ConfigError(
+            f"model.move_checks is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
+        )
+    if m.attack_bias and m.backbone != "squares":
+        raise ConfigError("model.attack_bias is a feature of the squares backbone's attention")
     if t.target not in TARGETS:
         raise ConfigError(f"train.target {t.target!r} is not one of {list(TARGETS)}")
     if t.num_bins < 2:
@@ -321,8 +332,8 @@ def validate(config: Config, check_data: bool = True) -> Config:
         raise ConfigError(f"train.grad_clip_norm must be > 0, got {t.grad_clip_norm}")
     if not d.memory_budget_gb > 0:
         raise ConfigError(f"data.memory_budget_gb must be > 0, got {d.memory_budget_gb}")
-    if d.streaming and m.backbone == "gateau":
-        raise ConfigError("data.streaming serves the transformer; gateau loads boards whole")
+    if d.streaming and m.backbone in GRAPH_BACKBONES:
+        raise ConfigError(f"data.streaming serves the transformer; {m.backbone} loads boards whole")
     if d.streaming and t.sampler != "uniform":
         raise ConfigError(
             f"data.streaming samples uniformly; train.sampler {t.sampler!r} needs the whole table"

@@ -1,6 +1,7 @@
-"""Predictions of the gateau backbone: one network pass per board gives every move's output.
+"""Predictions of the board-at-once backbones (gateau, squares): one network pass per board
+gives every move's output.
 
-model.predictor.Predictor delegates here when its config's backbone is `gateau`, so eval/
+model.predictor.Predictor delegates here when its config's backbone reads whole boards, so eval/
 (agents, metrics, puzzles, suites, UCI, tournaments) use it unchanged. Boards go through the
 network in chunks of at most `max_boards`, each padded to a power-of-two number of boards
 and to a multiple of 64 edges (at least MIN_EDGES), so a handful of shapes are ever
@@ -22,7 +23,7 @@ from core import bins
 from core.actions import NUM_ACTIONS, indices_to_moves, moves_to_indices
 from core.targets import target_kind
 from core.tokenizer import SEQUENCE_LENGTH, fen_from_tokens, tokenize, tokenize_batch
-from model import gateau, graph
+from model import graph, network
 from model.config import Config, ModelConfig, TrainConfig
 from model.devices import compute_dtype, resolve_dtype
 from model.transformer import cast
@@ -47,11 +48,11 @@ def _compiled(model: ModelConfig, target: str, num_bins: int, dtype: str):
     """Jitted (log_probs, both) shared by every predictor of one architecture; `both`
     returns log-probabilities and, for AV/SV, expected values from one pass."""
     config = Config(model=model, train=TrainConfig(target=target, num_bins=num_bins))
-    network = gateau.build(config)
+    net = network.graph_module(config).build(config)
     compute = compute_dtype(dtype)
 
     def log_probs(params, states, senders, receivers, kinds):
-        return network.apply(cast(params, compute), states, senders, receivers, kinds)
+        return net.apply(cast(params, compute), states, senders, receivers, kinds)
 
     def both(params, *inputs):
         out = log_probs(params, *inputs)
@@ -61,7 +62,7 @@ def _compiled(model: ModelConfig, target: str, num_bins: int, dtype: str):
 
 
 class GraphRunner:
-    """The gateau network over boards, in padded chunks."""
+    """A board-at-once network over boards, in padded chunks."""
 
     def __init__(self, config: Config, max_boards: int):
         self.config = config
@@ -254,7 +255,7 @@ def move_edge_positions(
     bad = np.flatnonzero(legal[at] != wanted) if count else np.arange(len(wanted))
     if bad.size:
         raise ValueError(
-            f"move {moves[bad[0]]!r} is not legal on {fen!r}: the gateau backbone values "
+            f"move {moves[bad[0]]!r} is not legal on {fen!r}: the board-at-once backbones value "
             "legal moves only"
         )
     return at

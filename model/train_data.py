@@ -15,6 +15,7 @@ from model.board_view import BoardBatches
 from model.config import Config, ConfigError
 from model.data import Batches, BoardData, fingerprint, load_boards
 from model.loader_settings import LoaderSettings
+from model.network import is_graph
 from model.stream import StreamBatches
 from model.stream_plan import estimate_in_memory_bytes, should_stream, stream_fingerprint
 
@@ -42,8 +43,9 @@ def make_batches(
     config: Config, data: BoardData, settings: LoaderSettings, position: int = 0
 ) -> Batches:
     """The loader over `data` that the config's backbone reads: (board, move) rows for the
-    transformer, whole boards for gateau, from global example `position` on."""
-    loader = BoardBatches if config.model.backbone == "gateau" else Batches
+    transformer, whole boards for the board-at-once backbones, from global example `position`
+    on."""
+    loader = BoardBatches if is_graph(config) else Batches
     return loader(data, settings, position)
 
 
@@ -107,8 +109,8 @@ def load_data(
     if streaming and not d.streaming:
         needed = estimate_in_memory_bytes(files) / 1e9
         problem = (
-            "the gateau backbone loads boards whole"
-            if config.model.backbone == "gateau"
+            f"the {config.model.backbone} backbone loads boards whole"
+            if is_graph(config)
             else f"train.sampler {config.train.sampler!r} needs the whole table"
             if config.train.sampler != "uniform"
             else None

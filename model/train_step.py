@@ -16,7 +16,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from model import gateau, network
+from model import network
 from model.batch import Batch
 from model.config import Config, ModelConfig, TrainConfig
 from model.devices import compute_dtype
@@ -86,11 +86,11 @@ def _cross_entropy(log_probs: jax.Array, targets: jax.Array) -> tuple[jax.Array,
 
 
 def _make_graph_loss(config: Config) -> Callable:
-    """The gateau backbone's loss on whole boards (model.board_view.BoardBatches): AV averages
+    """A board-at-once backbone's loss on whole boards (model.board_view.BoardBatches): AV averages
     over the valued move edges of the batch (every action value is one term, as in the
     transformer's AV), SV over boards, BC over boards with the log-softmax over each
     board's move edges. `values_per_board` is the number of labels a board carried."""
-    model = gateau.build(config)
+    model = network.graph_module(config).build(config)
     dtype = compute_dtype(config.train.dtype)
 
     def loss(params, batch: Batch):
