@@ -87,6 +87,9 @@ class ModelConfig:
     # check bit), a fact of the board a small network is slow to learn from squares and
     # attacks.
     move_checks: bool = False
+    # gateau, squares: a move edge also embeds the sign of its static exchange (wins, loses or
+    # keeps material on its target square; model/move_facts.py), read off the board.
+    move_exchanges: bool = False
     # squares: every attention head also adds a learned bias for what the board says of a
     # pair of squares (the key's piece moves to or attacks the query's square).
     attack_bias: bool = False
@@ -283,6 +286,11 @@ def validate(config: Config, check_data: bool = True) -> Config:
     if m.move_checks and m.backbone not in GRAPH_BACKBONES:
         raise ConfigError(
             f"model.move_checks is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
+        )
+    if m.move_exchanges and m.backbone not in GRAPH_BACKBONES:
+        raise ConfigError(
+            "model.move_exchanges is a feature of the move edges of "
+            f"{' and '.join(GRAPH_BACKBONES)}"
         )
     if m.attack_bias and m.backbone != "squares":
         raise ConfigError("model.attack_bias is a feature of the squares backbone's attention")

@@ -8,8 +8,9 @@ Inputs: the 77 board tokens (B, 77) and the board's edges (model/graph.py) padde
 - Nodes: the 64 squares. h0 = piece (13 classes, mine/theirs) + square + en-passant target
   embeddings + a projection of the board's globals (side to move, the four castling rights
   as mine/theirs, halfmove clock, fullmove number), all read from the tokens.
-- Edges: e0 = embeddings of the edge's geometry, promotion and type (move / attack), and
-  with `model.move_checks` of whether the move gives check.
+- Edges: e0 = embeddings of the edge's geometry, promotion and type (move / attack), with
+  `model.move_checks` of whether the move gives check, and with `model.move_exchanges` of
+  its static exchange's sign.
 - L GATEAU layers. As in AlphaGateau, an edge's feature is updated from its sender and
   receiver (e += A h[sender] + B h[receiver]), the attention coefficient of an edge is a
   function of its feature (leaky ReLU, then one logit per head), normalised over the edges
@@ -185,6 +186,8 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     e = e + embed(len(graph.EDGE_TYPES), name="edge_type_embed")(edge_type)
     if model.move_checks:
         e = e + embed(2, name="check_embed")(graph.kind_gives_check(packed))
+    if model.move_exchanges:
+        e = e + embed(graph.EXCHANGE_CLASSES, name="exchange_embed")(graph.kind_exchange(packed))
     e = jnp.where(valid[..., None], e, 0.0)
 
     for i in range(model.num_layers):

@@ -16,13 +16,16 @@ Edges of one board, in this order:
    square who controls it, which a move's value depends on (is the destination defended?).
 
 An edge's static features are one integer `kind` = geometry + GEOMETRIES * (promotion +
-PROMOTIONS * (edge type + len(EDGE_TYPES) * check)): the geometry is the displacement seen
-from the side to move (8 queen directions x 7 distances, then 8 knight jumps), promotion 0
-none, 1-4 q r b n, type 0 a move, 1 an attack of the side to move, 2 an attack of the
-opponent, check 1 for a move that gives check (a fact of the board, as its legality is: no
-move is played to find it; `checking_moves`). Padding is -1. A network reads the check bit
-only if its config asks for it (`model.move_checks`), so the models trained before it was
-there see the kinds they were trained on.
+PROMOTIONS * (edge type + len(EDGE_TYPES) * (check + 2 * exchange))): the geometry is the
+displacement seen from the side to move (8 queen directions x 7 distances, then 8 knight
+jumps), promotion 0 none, 1-4 q r b n, type 0 a move, 1 an attack of the side to move, 2 an
+attack of the opponent, check 1 for a move that gives check, exchange the sign of the move's
+static exchange on its target square (model/move_facts.py: 0 even, 1 the mover loses
+material, 2 it wins). Check and exchange are facts of the board, as a move's legality is: no
+move is searched to find them (`checking_moves`, `move_facts.exchange_class`); attack edges
+have neither. Padding is -1. A network reads the check bit and the exchange only if its
+config asks for them (`model.move_checks`, `model.move_exchanges`), so the models trained
+before they were there see the kinds they were trained on.
 
 The edge table (`EDGE_FROM`, `EDGE_TO`, `EDGE_PROMOTION`, `EDGE_GEOMETRY`, and back,
 `edge_action`) relates the 1,968 actions of core.actions to (sender, receiver, promotion,
@@ -39,6 +42,7 @@ import chess
 import numpy as np
 
 from core.actions import ACTIONS, NUM_ACTIONS
+from model.move_facts import EXCHANGE_CLASSES, exchange_class
 
 NUM_SQUARES = 64
 MIRROR = 56  # XOR with a square index flips its rank (a1 <-> a8)
@@ -51,7 +55,9 @@ PAD_KIND = -1
 _QUEEN_DIRECTIONS = ((0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1))
 _KNIGHT_JUMPS = ((1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1), (-1, 2))
 GEOMETRIES = len(_QUEEN_DIRECTIONS) * 7 + len(_KNIGHT_JUMPS)  # 64
-NUM_EDGE_KINDS = GEOMETRIES * PROMOTIONS * len(EDGE_TYPES) * 2  # * 2: the check bit
+_STATIC_KINDS = GEOMETRIES * PROMOTIONS * len(EDGE_TYPES)
+# * 2: the check bit; * EXCHANGE_CLASSES: the static exchange's sign
+NUM_EDGE_KINDS = _STATIC_KINDS * 2 * EXCHANGE_CLASSES
 
 
 def geometry(sender: int, receiver: int) -> int:
@@ -100,10 +106,10 @@ def _edge_table() -> tuple[np.ndarray, ...]:
 EDGE_FROM, EDGE_TO, EDGE_PROMOTION, EDGE_GEOMETRY, _ACTION_OF_EDGE = _edge_table()
 
 
-def edge_kind(geometry_class, promotion, edge_type, check=0):
+def edge_kind(geometry_class, promotion, edge_type, check=0, exchange=0):
     """The packed static feature of an edge (numpy or JAX integers alike)."""
     return geometry_class + GEOMETRIES * (
-        promotion + PROMOTIONS * (edge_type + len(EDGE_TYPES) * check)
+        promotion + PROMOTIONS * (edge_type + len(EDGE_TYPES) * (check + 2 * exchange))
     )
 
 
@@ -118,7 +124,13 @@ def unpack_kind(kind):
 
 def kind_gives_check(kind):
     """1 where a packed kind is a move that gives check, else 0 (padding: mask it)."""
-    return kind // (GEOMETRIES * PROMOTIONS * len(EDGE_TYPES))
+    return (kind // _STATIC_KINDS) % 2
+
+
+def kind_exchange(kind):
+    """The exchange class (model/move_facts.py) of a packed kind's move, 0 for an attack
+    edge (padding: mask it)."""
+    return kind // (2 * _STATIC_KINDS)
 
 
 def move_edge(action: int, black_to_move: bool) -> tuple[int, int, int]:
@@ -221,6 +233,7 @@ _PROMOTION_INDEX = {None: 0} | {
 
 
 _CHECK_BIT = int(edge_kind(0, 0, 0, 1))
+_EXCHANGE_STEP = int(edge_kind(0, 0, 0, 0, 1))
 
 
 def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool]:
@@ -287,16 +300,16 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
     actions = sorted(
         (
             _ACTION_BY_MOVE[move.from_square][move.to_square][_PROMOTION_INDEX[move.promotion]],
-            _CHECK_BIT if check else 0,
+            (_CHECK_BIT if check else 0) + _EXCHANGE_STEP * exchange_class(board, move),
         )
         for move, check in zip(legal, checking_moves(board, legal), strict=True)
     )
     senders, receivers, kinds = [], [], []
-    for action, check_bit in actions:
+    for action, facts in actions:
         sender, receiver, kind = table[action]
         senders.append(sender)
         receivers.append(receiver)
-        kinds.append(kind + check_bit)
+        kinds.append(kind + facts)
     actions = [action for action, _ in actions]
     moved = set(zip(senders, receivers, strict=True))
     edge_actions = list(actions)

@@ -19,9 +19,9 @@ trained and served by the same loaders, loss, predictor and checkpoints.
   key's piece moves to or attacks the query's square (a fact of the board read off its
   attack edges, no move played).
 - Policy (BC): a move's logit is the scaled dot product of a query of its origin square and a
-  key of its target square, the key shifted by embeddings of the promotion piece and (with
-  `model.move_checks`) of whether the move gives check; log-softmax over the board's legal
-  moves only.
+  key of its target square, the key shifted by embeddings of the promotion piece, (with
+  `model.move_checks`) of whether the move gives check and (with `model.move_exchanges`) of
+  the sign of its static exchange; log-softmax over the board's legal moves only.
 - Value (SV): attention pooling of the squares, then an MLP to the value bins. AV: per move,
   an MLP of its origin and target squares' features and the board's vector to the bins.
 
@@ -151,6 +151,9 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     target_ = target_ + hk.Embed(graph.PROMOTIONS, width, name="promotion_embed")(promotion)
     if model.move_checks:
         target_ = target_ + hk.Embed(2, width, name="check_embed")(graph.kind_gives_check(packed))
+    if model.move_exchanges:
+        exchange = graph.kind_exchange(packed)
+        target_ = target_ + hk.Embed(graph.EXCHANGE_CLASSES, width, name="exchange_embed")(exchange)
     if kind.value_head:  # a value per move edge
         edges = origin + target_ + hk.Linear(width, name="board_to_edges")(board)[:, None, :]
         logits = _mlp(_layer_norm(edges, "edge_norm"), 2 * width, num_bins, "action_value_head")

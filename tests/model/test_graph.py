@@ -12,6 +12,7 @@ import pytest
 from core.actions import ACTIONS, NUM_ACTIONS, legal_actions, move_to_index
 from core.tokenizer import tokenize_batch
 from model import gateau, graph
+from model.move_facts import exchange_class
 
 
 def real_boards(games) -> list[chess.Board]:
@@ -89,7 +90,9 @@ def test_every_legal_move_of_real_boards_is_a_move_edge_and_back(boards):
             assert edge_type == graph.MOVE
             static = graph.edge_kind(*graph.unpack_kind(kind))  # without the check bit
             assert (sender, receiver, static) == graph.move_edge(action, black)
-            assert graph.kind_gives_check(kind) == board.gives_check(chess.Move.from_uci(uci))
+            move = chess.Move.from_uci(uci)
+            assert graph.kind_gives_check(kind) == board.gives_check(move)
+            assert graph.kind_exchange(kind) == exchange_class(board, move)
             assert graph.edge_action(black, sender, receiver, promotion) == action
             promotions += promotion > 0
             castles += board.is_castling(chess.Move.from_uci(uci))
@@ -173,9 +176,14 @@ def test_jax_and_numpy_agree_on_the_packed_kind():
     kinds = np.arange(graph.NUM_EDGE_KINDS)
     for unpack in (lambda k: np.asarray(k), jnp.asarray):
         packed = unpack(kinds)
-        parts = (*graph.unpack_kind(packed), graph.kind_gives_check(packed))
+        parts = (
+            *graph.unpack_kind(packed),
+            graph.kind_gives_check(packed),
+            graph.kind_exchange(packed),
+        )
         np.testing.assert_array_equal(np.asarray(graph.edge_kind(*parts)), kinds)
     assert graph.kind_gives_check(kinds).max() == 1
+    assert graph.kind_exchange(kinds).max() == graph.EXCHANGE_CLASSES - 1
 
 
 def random_game_boards(games: int, seed: int) -> list[chess.Board]:

@@ -1,0 +1,107 @@
+"""The static exchange of a move (model/move_facts.py) on positions whose exchange is known by
+hand, against a brute-force exchange on random boards, and as the networks read it."""
+
+from __future__ import annotations
+
+import chess
+import numpy as np
+import pytest
+
+from core.actions import move_to_index
+from model import config as config_lib
+from model import graph, network
+from model.move_facts import (
+    EXCHANGE_EVEN,
+    EXCHANGE_LOSES,
+    EXCHANGE_WINS,
+    PIECE_VALUES,
+    exchange_class,
+    static_exchange,
+)
+
+CASES = [
+    # (FEN, move, material the mover wins in pawns)
+    ("4k3/8/8/3n4/4P3/8/8/4K3 w - - 0 1", "e4d5", 3),  # an undefended knight
+    ("4k3/8/2p5/3p4/8/8/8/3QK3 w - - 0 1", "d1d5", -8),  # the queen for a defended pawn
+    ("4k3/8/2p5/8/8/8/8/1N2K3 w - - 0 1", "b1a3", 0),  # a quiet move to a safe square
+    ("4k3/8/4p3/8/8/2N5/8/4K3 w - - 0 1", "c3d5", -3),  # the knight moved en prise
+    ("3rk3/3r4/8/8/8/8/3R4/3RK3 w - - 0 1", "d2d7", 0),  # rook for rook, x-rays behind both
+    ("4k3/3r4/8/8/8/8/3R4/3RK3 w - - 0 1", "d2d7", 5),  # the x-ray rook keeps the gain
+    ("4k3/8/8/3pP3/8/8/8/4K3 w - d6 0 1", "e5d6", 1),  # en passant
+    ("3rk3/4P3/8/8/8/8/8/4K3 w - - 0 1", "e7d8q", 4),  # rook and promotion, queen lost
+    ("3k4/4P3/8/8/8/8/8/4K3 w - - 0 1", "e7e8q", -1),  # promotes, the pawn is taken
+    ("7k/4P3/8/8/8/8/8/4K3 w - - 0 1", "e7e8q", 8),  # a safe promotion
+    ("4k3/8/8/8/8/8/3p4/4K3 w - - 0 1", "e1d2", 1),  # the king takes an undefended pawn
+    ("r3k3/8/8/8/8/8/8/R3K2R w KQ - 0 1", "e1g1", 0),  # castling is even
+    ("4k3/8/8/3p4/4P3/8/8/4K3 b - - 0 1", "d5e4", 1),  # Black to move
+]
+
+
+@pytest.mark.parametrize(("fen", "uci", "expected"), CASES)
+def test_the_exchange_of_known_positions(fen, uci, expected):
+    board = chess.Board(fen)
+    move = chess.Move.from_uci(uci)
+    assert move in board.legal_moves
+    assert static_exchange(board, move) == expected
+    want = EXCHANGE_WINS if expected > 0 else EXCHANGE_LOSES if expected < 0 else EXCHANGE_EVEN
+    assert exchange_class(board, move) == want
+
+
+def _brute_force(board: chess.Board, square: chess.Square, on_square: int) -> int:
+    """What the side to move wins by capturing on `square` (where a piece of value
+    `on_square` stands) with its least valuable attacker, or by stopping, the captures
+    played out by python-chess (pseudo-legal, as the exchange ignores pins)."""
+    captures = list(board.generate_pseudo_legal_captures(to_mask=chess.BB_SQUARES[square]))
+    if not captures:
+        return 0
+    move = min(captures, key=lambda m: PIECE_VALUES[board.piece_type_at(m.from_square)])
+    mover = PIECE_VALUES[board.piece_type_at(move.from_square)]
+    board.push(move)
+    reply = _brute_force(board, square, mover)
+    board.pop()
+    return max(0, on_square - reply)
+
+
+def test_the_exchange_agrees_with_playing_the_captures_out():
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(60):
+        board = chess.Board()
+        for _ in range(int(rng.integers(10, 60))):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            board.push(moves[int(rng.integers(len(moves)))])
+        for move in board.legal_moves:
+            # Captures that promote change the piece at stake: the swap counts a pawn.
+            if board.is_castling(move) or chess.square_rank(move.to_square) in (0, 7):
+                continue
+            captured = board.piece_type_at(move.to_square)
+            gain = PIECE_VALUES[captured] if captured else 0
+            if board.is_en_passant(move):
+                gain = PIECE_VALUES[chess.PAWN]
+            mover = PIECE_VALUES[board.piece_type_at(move.from_square)]
+            board.push(move)
+            expected = gain - _brute_force(board, move.to_square, mover)
+            board.pop()
+            assert static_exchange(board, move) == expected, (board.fen(), move.uci())
+            checked += 1
+    assert checked > 500
+
+
+def test_the_networks_read_the_exchange_only_when_asked():
+    board = chess.Board("4k3/8/2p5/3p4/8/8/8/3QK3 w - - 0 1")
+    graphs = graph.encode_boards([board])
+    moves = graphs.num_moves[0]
+    exchanges = graph.kind_exchange(graphs.kinds[:moves].astype(np.int64))
+    by_move = dict(zip(graphs.actions[:moves].tolist(), exchanges.tolist(), strict=True))
+    assert by_move[move_to_index("d1d5")] == EXCHANGE_LOSES
+    assert by_move[move_to_index("d1d2")] == EXCHANGE_EVEN
+    for backbone in ("gateau", "squares"):
+        plain = config_lib.from_dict({"model": {"backbone": backbone}, "train": {"target": "bc"}})
+        told = plain.replace(model={"move_exchanges": True})
+        config_lib.validate(told, check_data=False)
+        assert "exchange_embed" in network.param_shapes(told)
+        assert "exchange_embed" not in network.param_shapes(plain)
+    with pytest.raises(config_lib.ConfigError, match="move_exchanges"):
+        config_lib.validate(told.replace(model={"backbone": "transformer"}), check_data=False)
