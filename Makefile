@@ -15,7 +15,7 @@ endif
 ACCEL_STAMP := $(if $(filter-out cpu,$(ACCEL_EXTRA)),.venv/.installed-$(ACCEL_EXTRA))
 
 .PHONY: setup engine browser web test test-fast lint demo cpu-model annotate train puzzles bench \
-	device-check search-report elo clean
+	device-check search-report elo clean cpu-transformer
 
 setup: $(STAMP) $(ACCEL_STAMP) engine browser
 
@@ -74,6 +74,13 @@ demo: setup
 # CPU_MODEL_ARGS="--scale quick" is the couple-of-minutes version.
 cpu-model: setup
 	$(PY) -m jobs.cpu_model $(CPU_MODEL_ARGS)
+
+# The same recipe with the square-token transformer (model/configs/cpu-transformer.toml) on the
+# same data (data/cpu-model: made once, reused by either), shipped to models/cpu-transformer.
+cpu-transformer: setup
+	$(PY) -m jobs.cpu_model --config model/configs/cpu-transformer.toml \
+		--runs runs/cpu-transformer --results results/cpu-transformer \
+		--models models/cpu-transformer $(CPU_MODEL_ARGS)
 
 # PGN -> Stockfish action values -> Parquet (pipeline/annotate/annotate.py). Override any of
 # INPUT (paths, globs, URLs), OUT, SPLIT, LIMIT (nodes=N | time=SECONDS), WORKERS (engines at

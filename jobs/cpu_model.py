@@ -2,7 +2,12 @@
 evidence.
 
     python -m jobs.cpu_model [--scale full|quick] [--work data/cpu-model] [--runs runs/cpu-model]
-        [--results results/cpu-model] [--models models/cpu] [--shared ../shared/data] [--fresh]
+        [--results results/cpu-model] [--models models/cpu] [--shared ../shared/data]
+        [--config model/configs/cpu.toml] [--fresh]
+
+`make cpu-transformer` is the same recipe with the square-token transformer
+(`--config model/configs/cpu-transformer.toml`) into its own runs, results and model, on the
+same data (the data's steps are reused).
 
 Steps, each with its progress line, each reused on a rerun when what it was computed from is
 unchanged (`<results>/steps.json`, see jobs/steps.py; an interrupted annotation or training
@@ -70,6 +75,7 @@ from jobs.cpu_model_steps import (
     train_main,
 )
 from jobs.steps import StepLog
+from model import config as config_lib
 
 
 def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
@@ -79,7 +85,11 @@ def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
             shutil.rmtree(path, ignore_errors=True)
     paths.results.mkdir(parents=True, exist_ok=True)
     paths.work.mkdir(parents=True, exist_ok=True)
+    # The data's steps are logged beside the data, so that a recipe of another network on
+    # the same `work` (`make cpu-transformer`) reuses them; the model's beside its results.
+    data_steps = StepLog(paths.work / "steps.json")
     steps = StepLog(paths.results / "steps.json")
+    adopt_data_steps(data_steps, steps)
     began = time.monotonic()
     seconds: dict[str, float] = {}
     progress = Progress("cpu-model", 7, "steps", every=0)
@@ -92,23 +102,25 @@ def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
         progress.update(number, f"({name} took {format_duration(seconds[name])})")
         return value
 
-    games = timed(1, "positions", "self-play games", lambda: positions(scale, paths, steps))
+    games = timed(1, "positions", "self-play games", lambda: positions(scale, paths, data_steps))
     annotated = timed(
         2,
         "annotate",
         "action values and single searches, evaluation positions excluded",
-        lambda: annotate(scale, paths, steps),
+        lambda: annotate(scale, paths, data_steps),
     )
-    selected = select_checks(scale, paths, steps)
-    checked = overlap_check(scale, paths, steps)
-    trained = timed(3, "train", "the main model", lambda: train_main(scale, paths, steps))
+    selected = select_checks(scale, paths, data_steps)
+    checked = overlap_check(scale, paths, data_steps)
+    trained = timed(
+        3, "train", "the main model", lambda: train_main(scale, paths, steps, data_steps)
+    )
     learning = timed(4, "curve", "learning curve", lambda: curve(scale, paths, steps, trained))
     final = timed(5, "evaluate", "final evaluation", lambda: evaluate(scale, paths, steps, trained))
     ablated = timed(
         6,
         "ablations",
         "ablations at equal compute",
-        lambda: ablations(scale, paths, steps, annotated),
+        lambda: ablations(scale, paths, steps, data_steps, annotated),
     )
     shipped = timed(7, "ship", f"copy to {paths.models}", lambda: ship(paths, trained))
     matplotlib.use("Agg")  # files only: no display needed
@@ -117,7 +129,7 @@ def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
     summary = {
         "scale": scale_name,
         "settings": dataclasses.asdict(scale),
-        "config": str(MAIN_CONFIG),
+        "config": str(paths.config),
         "positions": games,
         "annotated": annotated,
         "selected": selected,
@@ -162,6 +174,19 @@ def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
     return summary
 
 
+# The steps whose marks belong to the data's log (a recipe run before the two logs kept
+# them all in the results' log).
+DATA_STEP_PREFIXES = ("selfplay-", "annotate-", "select-", "overlap")
+
+
+def adopt_data_steps(data_steps: StepLog, steps: StepLog) -> None:
+    """Marks of data steps found only in the results' log, moved to the data's log."""
+    found = {k: v for k, v in steps.done.items() if k.startswith(DATA_STEP_PREFIXES)}
+    for name, key in found.items():
+        if name not in data_steps.done:
+            data_steps.mark(name, key)
+
+
 def print_summary(summary: dict) -> None:
     print("\n=== cpu-model summary ===")
     for name, entry in summary["evaluation"].items():
@@ -182,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--shared", default="../shared/data", help="real games, puzzles, EPD (optional)"
     )
+    parser.add_argument(
+        "--config",
+        default=str(MAIN_CONFIG),
+        help="the network (default: the gateau of model/configs/cpu.toml)",
+    )
     parser.add_argument("--fresh", action="store_true", help="recompute every step")
     args = parser.parse_args(argv)
     logging.getLogger("apache_beam").setLevel(logging.ERROR)
@@ -191,11 +221,13 @@ def main(argv: list[str] | None = None) -> int:
         results=pathlib.Path(args.results),
         models=pathlib.Path(args.models),
         shared=pathlib.Path(args.shared),
+        config=pathlib.Path(args.config),
     )
     try:
         for option in ("work", "runs", "results", "models"):
             check_dir(getattr(args, option), f"--{option}")
-    except OutputError as e:
+        config_lib.validate(config_lib.load(args.config), check_data=False)
+    except (OutputError, config_lib.ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     try:

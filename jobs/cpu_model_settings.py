@@ -109,11 +109,14 @@ CHECKS_SPLIT = "search-random-move-checks"
 
 @dataclass(frozen=True)
 class Paths:
-    work: pathlib.Path  # games and annotated Parquet
+    work: pathlib.Path  # games and annotated Parquet, and the log of the steps that made them
     runs: pathlib.Path  # training runs
-    results: pathlib.Path
+    results: pathlib.Path  # and the log of the model's steps
     models: pathlib.Path  # where the final run is shipped
     shared: pathlib.Path  # ../shared/data: real games, puzzles, EPD suites (optional)
+    # The network every run of the recipe trains (`make cpu-transformer`: the square-token
+    # transformer's); recipes with one `work` share its data.
+    config: pathlib.Path = MAIN_CONFIG
 
 
 def log(message: str) -> None:

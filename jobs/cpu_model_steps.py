@@ -23,7 +23,6 @@ from jobs.cpu_model_judging import brief, held_out_rows, judge, judged_sets, neu
 from jobs.cpu_model_settings import (
     BASELINES,
     CHECKS_SPLIT,
-    MAIN_CONFIG,
     STOCKFISH,
     Paths,
     Scale,
@@ -220,7 +219,7 @@ def overlap_check(scale: Scale, paths: Paths, steps: StepLog) -> dict:
 
 def run_config(scale: Scale, paths: Paths, target: str, steps: int, data: str, points: int):
     every = max(1, steps // points)
-    config = config_lib.load(MAIN_CONFIG)
+    config = config_lib.load(paths.config)
     model = dict(scale.model)
     return config.replace(
         model=model,
@@ -252,14 +251,17 @@ def run_lock(run: pathlib.Path) -> Iterator[None]:
         yield
 
 
-def train_run(name: str, config, run: pathlib.Path, steps: StepLog, depends: list[str]) -> dict:
+def train_run(
+    name: str, config, run: pathlib.Path, steps: StepLog, data: StepLog, depends: list[str]
+) -> dict:
+    """`run` trained (or reused) on the data `depends` names: steps of the `data` log."""
     with run_lock(run):
         steps.reload()
-        return _train_run(name, config, run, steps, depends)
+        return _train_run(name, config, run, steps, [data.done.get(d) for d in depends])
 
 
-def _train_run(name: str, config, run: pathlib.Path, steps: StepLog, depends: list[str]) -> dict:
-    key = fingerprint(config.to_dict(), [steps.done.get(d) for d in depends])
+def _train_run(name: str, config, run: pathlib.Path, steps: StepLog, made: list) -> dict:
+    key = fingerprint(config.to_dict(), made)
     if not steps.finished(f"train-{name}", key, [pathlib.Path(checkpoints_dir(str(run)))]):
         if steps.done.get(f"train-{name}-started") != key and run.exists():
             shutil.rmtree(run)  # other data or settings: resuming would mix two experiments
@@ -278,13 +280,13 @@ def _train_run(name: str, config, run: pathlib.Path, steps: StepLog, depends: li
     return {"run": str(run), "steps": config.train.num_steps, **record}
 
 
-def train_main(scale: Scale, paths: Paths, steps: StepLog) -> dict:
+def train_main(scale: Scale, paths: Paths, steps: StepLog, data_steps: StepLog) -> dict:
     data = main_data(scale, paths)
     config = run_config(scale, paths, scale.target, scale.steps, data, scale.curve_points)
     searches = [f"annotate-{split}" for split in annotation_jobs(scale, paths) if "search" in split]
     selected = [f"select-{CHECKS_SPLIT}"] if check_pool(scale, paths) else []
     depends = [*ANNOTATE_STEPS, *searches, *selected]
-    return train_run("main", config, paths.runs / "main", steps, depends)
+    return train_run("main", config, paths.runs / "main", steps, data_steps, depends)
 
 
 # The steps whose boards a run trains on: the ablations (full action values only), the main
@@ -383,7 +385,9 @@ ABLATIONS = {
 }
 
 
-def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> dict:
+def ablations(
+    scale: Scale, paths: Paths, steps: StepLog, data_steps: StepLog, annotated: dict
+) -> dict:
     target = paths.results / "ablations.json"
     sets = judged_sets(paths, scale.curve_puzzles, scale.curve_sts_every)
     rows, _ = held_out_rows(paths, scale.metrics_boards, train_glob(paths))
@@ -402,10 +406,11 @@ def ablations(scale: Scale, paths: Paths, steps: StepLog, annotated: dict) -> di
         data = train_glob(paths, shards)
         num_steps = scale.ablation_steps if group == "targets" else scale.data_steps
         config = run_config(scale, paths, kind, num_steps, data, 1)
-        key = fingerprint(config.to_dict(), [steps.done.get(d) for d in ANNOTATE_STEPS])
+        key = fingerprint(config.to_dict(), [data_steps.done.get(d) for d in ANNOTATE_STEPS])
         if document["rows"].get(name, {}).get("key") == key:
             continue
-        trained = train_run(f"ablation-{name}", config, paths.runs / name, steps, ANNOTATE_STEPS)
+        run = paths.runs / name
+        trained = train_run(f"ablation-{name}", config, run, steps, data_steps, ANNOTATE_STEPS)
         files = board_files(data)
         table = read_boards(data, ["moves"])
         boards = table.num_rows

@@ -126,6 +126,20 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
     assert "step 1:" not in err  # no training step ran
     assert main_run.stat().st_mtime_ns == before
 
+    # The square-token transformer's recipe on the same work: the data is reused, its own
+    # runs, results and model are made.
+    other = ["--config", str(ROOT / "model" / "configs" / "cpu-transformer.toml")]
+    for name in ("runs", "results", "models"):
+        other += [f"--{name}", str(tmp_path / f"transformer-{name}")]
+    argv_transformer = [*argv[: argv.index("--runs")], *other]
+    assert cpu_model.main(argv_transformer) == 0
+    err = capsys.readouterr().err
+    assert "selfplay train: reusing" in err and "annotate search-lichess: reusing" in err
+    with make_agent(f"neural:{tmp_path / 'transformer-models'}") as agent:
+        assert agent.predictor.config.model.backbone == "squares"
+        assert chess.Board().is_legal(agent.choose_move(chess.Board()))
+    assert main_run.stat().st_mtime_ns == before  # the gateau's run is untouched
+
 
 def _paths(tmp_path: pathlib.Path, games: bool) -> Paths:
     shared = tmp_path / "shared"
