@@ -3,7 +3,7 @@ evidence.
 
     python -m jobs.cpu_model [--scale full|quick] [--work data/cpu-model] [--runs runs/cpu-model]
         [--results results/cpu-model] [--models models/cpu] [--shared ../shared/data]
-        [--config model/configs/cpu.toml] [--fresh]
+        [--config model/configs/cpu.toml] [--steps N] [--fresh]
 
 `make cpu-transformer` is the same recipe with the square-token transformer
 (`--config model/configs/cpu-transformer.toml`) into its own runs, results and model, on the
@@ -78,8 +78,10 @@ from jobs.steps import StepLog
 from model import config as config_lib
 
 
-def run(scale_name: str, paths: Paths, fresh: bool = False) -> dict:
+def run(scale_name: str, paths: Paths, fresh: bool = False, main_steps: int | None = None) -> dict:
     scale = SCALES[scale_name]
+    if main_steps:  # the main model's training length; the data as the scale makes it
+        scale = dataclasses.replace(scale, steps=main_steps)
     if fresh:
         for path in (paths.results, paths.work, paths.runs):
             shutil.rmtree(path, ignore_errors=True)
@@ -212,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         default=str(MAIN_CONFIG),
         help="the network (default: the gateau of model/configs/cpu.toml)",
     )
+    parser.add_argument(
+        "--steps", type=int, help="the main model's training steps (default: the scale's)"
+    )
     parser.add_argument("--fresh", action="store_true", help="recompute every step")
     args = parser.parse_args(argv)
     logging.getLogger("apache_beam").setLevel(logging.ERROR)
@@ -227,11 +232,13 @@ def main(argv: list[str] | None = None) -> int:
         for option in ("work", "runs", "results", "models"):
             check_dir(getattr(args, option), f"--{option}")
         config_lib.validate(config_lib.load(args.config), check_data=False)
+        if args.steps is not None and args.steps < 1:
+            raise config_lib.ConfigError(f"--steps must be >= 1, got {args.steps}")
     except (OutputError, config_lib.ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     try:
-        print_summary(run(args.scale, paths, fresh=args.fresh))
+        print_summary(run(args.scale, paths, fresh=args.fresh, main_steps=args.steps))
     except KeyboardInterrupt:
         return interrupted("cpu-model: interrupted; run it again: finished steps are reused")
     return 0
