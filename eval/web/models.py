@@ -3,15 +3,18 @@ named on the command line, each loaded once on first use and kept.
 
 A model is named on the page and in the API by its label (`cpu`, `cpu-av`: the run dir's
 name, as the UCI engine labels it), never by a path, so a request cannot make the server
-read an arbitrary directory. Loading and every network call happen under one lock: the
-tree search is not thread-safe and two cores gain nothing from running two models at once.
+read an arbitrary directory. Loading is done under a lock; network calls are not: each
+request searches its own tree, and a policy's answer does not wait for another's search.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
+import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from core.paths import project_root, resolve_path
@@ -79,6 +82,24 @@ def _resolved(given: str, start_dir: str, what: str) -> ModelInfo:
     return ModelInfo(label(resolved.path), resolved.path, read_target(resolved.path))
 
 
+WAIT_POLL_S = 0.1  # how often a search waiting for the compile asks whether to give up
+
+
+@dataclass(frozen=True)
+class Compiling:
+    """The search's shapes of one model being compiled: since when, and about how long."""
+
+    name: str
+    started: float  # time.monotonic()
+    expected_s: float
+
+    def describe(self) -> str:
+        elapsed = time.monotonic() - self.started
+        left = self.expected_s - elapsed
+        when = f"about {left:.0f} s left" if left >= 1 else f"{elapsed:.0f} s so far"
+        return f"compiling the search for {self.name} (once per start), {when}"
+
+
 @dataclass
 class ModelStore:
     """The offered models, the defaults the page starts with, and the loaded predictors."""
@@ -86,13 +107,15 @@ class ModelStore:
     models: dict[str, ModelInfo]
     default_model: str
     default_value: str | None  # the value model beside a BC policy; None: none
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    # Compiling the search's shapes takes the first search half a minute where XLA's disk
-    # cache is empty: done in the background at the start, under a lock of its own so the
-    # page can analyse meanwhile, and waited for by a search.
+    _load_lock: threading.RLock = field(default_factory=threading.RLock)
+    # Compiling the search's shapes takes the first search half a minute or more where XLA's
+    # disk cache is empty: done in the background at the start, under a lock of its own so
+    # the page can analyse meanwhile, and waited for by a search (which can give up).
     _warm_lock: threading.Lock = field(default_factory=threading.Lock)
     _predictors: dict[str, object] = field(default_factory=dict)
     _warmed: dict[str, int] = field(default_factory=dict)  # name -> boards per call compiled
+    _load_seconds: dict[str, float] = field(default_factory=dict)  # its shapes of one board
+    _compiling: Compiling | None = None
 
     @classmethod
     def create(cls, model: str | None, value: str | None, start_dir: str) -> ModelStore:
@@ -125,8 +148,11 @@ class ModelStore:
 
     def predictor(self, name: str):
         """The loaded model.predictor.Predictor of `name` (loaded and warmed up once)."""
+        loaded = self._predictors.get(name)
+        if loaded is not None:  # no lock: a model loading does not stall the loaded ones
+            return loaded
         info = self.info(name)
-        with self.lock:
+        with self._load_lock:
             if name not in self._predictors:
                 # JAX only once a model is wanted: the page and the errors need none.
                 from model.predictor import Predictor
@@ -134,7 +160,9 @@ class ModelStore:
                 keep_compilations_on_disk()
                 try:
                     predictor = Predictor.from_checkpoint(info.path)
+                    started = time.monotonic()
                     predictor.warm_up(max_boards=1)
+                    self._load_seconds[name] = time.monotonic() - started
                 # A checkpoint can fail to load in as many ways as orbax and JAX have
                 # errors; the server reports which and goes on.
                 except Exception as e:
@@ -146,13 +174,32 @@ class ModelStore:
                 self.models[name] = ModelInfo(info.name, info.path, predictor.config.target)
             return self._predictors[name]
 
-    def warm_up(self, name: str, boards: int) -> None:
-        """Compiles the shapes of `boards` boards per network call (the search's batch)."""
+    def warm_up(self, name: str, boards: int, give_up: Callable[[], bool] = lambda: False) -> bool:
+        """Compiles the shapes of `boards` boards per network call (the search's batch);
+        while another thread compiles, waits for it unless `give_up()` turns true (then
+        returns False)."""
         predictor = self.predictor(name)
-        with self._warm_lock:
+        if self._warmed.get(name, 1) >= boards:
+            return True
+        while not self._warm_lock.acquire(timeout=WAIT_POLL_S):
+            if give_up():
+                return False
+        try:
             if self._warmed.get(name, 1) < boards:
+                # Shapes of 2, 4, ... boards: each power of two about as long as one board's.
+                expected = self._load_seconds.get(name, 0.0) * math.log2(boards)
+                self._compiling = Compiling(name, time.monotonic(), expected)
                 predictor.warm_up(max_boards=boards)
                 self._warmed[name] = boards
+        finally:
+            self._compiling = None
+            self._warm_lock.release()
+        return True
+
+    def waiting_for(self) -> str | None:
+        """What a search waits for now, in words (None: nothing)."""
+        compiling = self._compiling
+        return None if compiling is None else compiling.describe()
 
     def value_model(self, model: str, value: str | None) -> str | None:
         """The value model to pair with `model` for a request naming `value` (None: the
