@@ -99,8 +99,8 @@ def request_stop(connection: socket.socket, superseded: Callable[[], bool]) -> S
 
 @dataclass
 class Activity:
-    """The searches running now and those given up since the start (GET /api/status): what
-    a person or a test can see of the server's work."""
+    """The searches running now and the requests given up since the start (GET
+    /api/status): what a person or a test can see of the server's work."""
 
     running: int = 0
     cancelled: int = 0  # client gone
@@ -113,16 +113,16 @@ class Activity:
             self.running += 1
         try:
             yield
-        except Cancelled as e:
-            with self._lock:
-                if e.superseded:
-                    self.superseded += 1
-                else:
-                    self.cancelled += 1
-            raise
         finally:
             with self._lock:
                 self.running -= 1
+
+    def gave_up(self, cancelled: Cancelled) -> None:
+        with self._lock:
+            if cancelled.superseded:
+                self.superseded += 1
+            else:
+                self.cancelled += 1
 
     def counts(self) -> dict:
         with self._lock:

@@ -190,6 +190,7 @@ class Handler(BaseHTTPRequestHandler):
         except (ApiError, ModelError) as e:
             self._error(e.status, str(e))
         except Cancelled as e:
+            self.server.activity.gave_up(e)
             if not e.superseded:
                 raise ConnectionAbortedError from None  # nobody to answer
             self._error(HTTPStatus.CONFLICT, str(e))

@@ -48,24 +48,27 @@ class Client:
         return status, json.loads(data)
 
 
-def start_server(*args: str) -> tuple[subprocess.Popen, str, list[str]]:
-    """`python -m eval.web --port 0 ARGS` from the checkout; (process, URL, output lines)."""
+def start_server(*args: str, env=None) -> tuple[subprocess.Popen, str, list[str]]:
+    """`python -m eval.web --port 0 ARGS` from the checkout; (process, URL, output lines: the
+    list goes on growing with what the server prints later)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "eval.web", "--port", "0", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env=env,
     )
     lines: queue.Queue[str | None] = queue.Queue()
+    seen: list[str] = []
 
     def pump():
         for line in process.stdout:
+            seen.append(line.rstrip("\n"))
             lines.put(line.rstrip("\n"))
         lines.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
-    seen = []
     while True:
         try:
             line = lines.get(timeout=START_TIMEOUT_S)
@@ -74,7 +77,6 @@ def start_server(*args: str) -> tuple[subprocess.Popen, str, list[str]]:
             raise RuntimeError(f"the server did not start: {seen}") from None
         if line is None:
             raise RuntimeError(f"the server exited with {process.wait()}: {seen}")
-        seen.append(line)
         if READY in line:
             url = line.split(READY, 1)[1].split()[0]
             return process, url, seen
