@@ -97,7 +97,7 @@ class Compiling:
         elapsed = time.monotonic() - self.started
         left = self.expected_s - elapsed
         when = f"about {left:.0f} s left" if left >= 1 else f"{elapsed:.0f} s so far"
-        return f"compiling the search for {self.name} (once per start), {when}"
+        return f"compiling the search for {self.name}, once per start: {when}"
 
 
 @dataclass

@@ -97,3 +97,15 @@ def web_server():
 @pytest.fixture(scope="session")
 def client(web_server) -> Client:
     return Client(web_server[0])
+
+
+@pytest.fixture(scope="session")
+def launch():
+    """For a test that needs a server of its own (and stops it): ARGS, env -> (process,
+    client, output lines)."""
+
+    def start(*args: str, env=None) -> tuple[subprocess.Popen, Client, list[str]]:
+        process, url, lines = start_server(*args, env=env)
+        return process, Client(url), lines
+
+    return start
