@@ -72,14 +72,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def warm_up_search(store: ModelStore, settings: WebSettings, stopping: threading.Event) -> None:
     """Compiles the search's batch shapes of the default models while the page is in use."""
-    for name in (store.default_model, store.default_value):
-        if name is None or stopping.is_set():
-            continue
-        try:
-            store.warm_up(name, settings.search_batch)
-        except Exception as e:  # the first search tries again and reports it
-            if not stopping.is_set():  # at exit, XLA's threads refuse work: no news
-                print(f"{PROG}: warning: warming up {name} for the search: {e}", file=sys.stderr)
+    names = [name for name in (store.default_model, store.default_value) if name is not None]
+    try:
+        store.warm_up(names, settings.search_batch, stopping.is_set)
+    except Exception as e:  # the first search tries again and reports it
+        if not stopping.is_set():  # at exit, XLA's threads refuse work: no news
+            print(f"{PROG}: warning: warming up the search: {e}", file=sys.stderr)
 
 
 def load_models(store: ModelStore) -> None:

@@ -95,10 +95,9 @@ class _Models:
             evaluator = make_evaluator(self.predictor, self.value_predictor)
         except ValueError as e:  # a BC policy with no value model
             raise ApiError(400, f"cannot search with {self.name!r}: {e}") from None
-        for name in (self.name, self.value_name):
-            # Every batch shape compiled before the clock starts.
-            if name is not None and not store.warm_up(name, settings.search_batch, stop.is_set):
-                stop.check()
+        names = [name for name in (self.name, self.value_name) if name is not None]
+        # Every batch shape compiled before the clock starts.
+        store.warm_up(names, settings.search_batch, stop.is_set)
         stop.check()
         search = TreeSearch(evaluator, SearchConfig(batch=settings.search_batch))
         search.set_position(request.board)

@@ -9,12 +9,11 @@ request searches its own tree, and a policy's answer does not wait for another's
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from core.paths import project_root, resolve_path
@@ -87,17 +86,23 @@ WAIT_POLL_S = 0.1  # how often a search waiting for the compile asks whether to 
 
 @dataclass(frozen=True)
 class Compiling:
-    """The search's shapes of one model being compiled: since when, and about how long."""
+    """The search's shapes of one model being compiled, a power of two of boards per call at
+    a time: since when, and how long in all as the steps done so far foretell."""
 
     name: str
     started: float  # time.monotonic()
-    expected_s: float
+    expected_s: float | None  # None before the first step is done
 
     def describe(self) -> str:
         elapsed = time.monotonic() - self.started
-        left = self.expected_s - elapsed
-        when = f"about {left:.0f} s left" if left >= 1 else f"{elapsed:.0f} s so far"
+        left = None if self.expected_s is None else self.expected_s - elapsed
+        when = f"about {left:.0f} s left" if left and left >= 1 else f"{elapsed:.0f} s so far"
         return f"compiling the search for {self.name}, once per start: {when}"
+
+
+def compile_steps(boards: int) -> list[int]:
+    """The boards per call each step compiles up to: 2, 4, ... then `boards`."""
+    return [min(1 << k, boards) for k in range(1, max(0, boards - 1).bit_length() + 1)]
 
 
 @dataclass
@@ -114,7 +119,6 @@ class ModelStore:
     _warm_lock: threading.Lock = field(default_factory=threading.Lock)
     _predictors: dict[str, object] = field(default_factory=dict)
     _warmed: dict[str, int] = field(default_factory=dict)  # name -> boards per call compiled
-    _load_seconds: dict[str, float] = field(default_factory=dict)  # its shapes of one board
     _compiling: Compiling | None = None
 
     @classmethod
@@ -160,9 +164,7 @@ class ModelStore:
                 keep_compilations_on_disk()
                 try:
                     predictor = Predictor.from_checkpoint(info.path)
-                    started = time.monotonic()
                     predictor.warm_up(max_boards=1)
-                    self._load_seconds[name] = time.monotonic() - started
                 # A checkpoint can fail to load in as many ways as orbax and JAX have
                 # errors; the server reports which and goes on.
                 except Exception as e:
@@ -174,27 +176,46 @@ class ModelStore:
                 self.models[name] = ModelInfo(info.name, info.path, predictor.config.target)
             return self._predictors[name]
 
-    def warm_up(self, name: str, boards: int, give_up: Callable[[], bool] = lambda: False) -> bool:
-        """Compiles the shapes of `boards` boards per network call (the search's batch);
-        while another thread compiles, waits for it unless `give_up()` turns true (then
-        returns False)."""
-        predictor = self.predictor(name)
-        if self._warmed.get(name, 1) >= boards:
+    def warm_up(
+        self,
+        names: str | Sequence[str],
+        boards: int,
+        give_up: Callable[[], bool] = lambda: False,
+    ) -> bool:
+        """Compiles the shapes of `boards` boards per network call (the search's batch) of
+        the model(s) `names`; while another thread compiles, waits for it unless `give_up()`
+        turns true (then returns False)."""
+        names = [names] if isinstance(names, str) else list(names)
+        predictors = {name: self.predictor(name) for name in names}
+        if all(self._warmed.get(name, 1) >= boards for name in names):
             return True
         while not self._warm_lock.acquire(timeout=WAIT_POLL_S):
             if give_up():
                 return False
         try:
-            if self._warmed.get(name, 1) < boards:
-                # Shapes of 2, 4, ... boards: each power of two about as long as one board's.
-                expected = self._load_seconds.get(name, 0.0) * math.log2(boards)
-                self._compiling = Compiling(name, time.monotonic(), expected)
-                predictor.warm_up(max_boards=boards)
-                self._warmed[name] = boards
+            self._compile(predictors, boards)
         finally:
             self._compiling = None
             self._warm_lock.release()
         return True
+
+    def _compile(self, predictors: dict[str, object], boards: int) -> None:
+        """The shapes of up to `boards` boards per call, a power of two at a time and model
+        by model, so that the time the first steps took foretells the rest."""
+        started = time.monotonic()
+        steps = [
+            (name, step)
+            for name in predictors
+            for step in compile_steps(boards)
+            if step > self._warmed.get(name, 1)
+        ]
+        label = " and ".join(dict.fromkeys(name for name, _ in steps))
+        for done, (name, step) in enumerate(steps):
+            elapsed = time.monotonic() - started
+            expected = elapsed / done * len(steps) if done else None
+            self._compiling = Compiling(label, started, expected)
+            predictors[name].warm_up(max_boards=step)
+            self._warmed[name] = step
 
     def waiting_for(self) -> str | None:
         """What a search waits for now, in words (None: nothing)."""
