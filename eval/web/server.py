@@ -175,6 +175,11 @@ class Handler(BaseHTTPRequestHandler):
         try:
             headers = self.headers
             refusal = self.server.hosts.refusal(headers.get("Host"), headers.get("Origin"))
+            if refusal is None and url.path.startswith("/api/"):
+                # What browsers say of a request another site's page makes (an image's GET
+                # has no Origin): the API answers the board's own page only.
+                if headers.get("Sec-Fetch-Site", "").lower() == "cross-site":
+                    refusal = "a request from another site's page refused"
             if refusal is not None:
                 self.close_connection = True  # its body is not read
                 raise ApiError(HTTPStatus.FORBIDDEN, refusal)

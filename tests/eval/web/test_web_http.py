@@ -180,6 +180,11 @@ def test_a_foreign_host_or_origin_is_refused(server):
         headers={"Host": own, "Origin": "http://elsewhere"},
     )
     assert status == 403 and "cross-origin" in error_line(headers, body)
+    # An image or a link on another site's page sends no Origin, but the browser says so.
+    cross_site = {"Host": own, "Sec-Fetch-Site": "cross-site"}
+    status, headers, body = call(server, "GET", "/api/position", headers=cross_site)
+    assert status == 403 and "another site" in error_line(headers, body)
+    assert call(server, "GET", "/", headers=cross_site)[0] == 200  # a link to the board
     for host in (own, f"localhost:{port}", f"[::1]:{port}"):
         origin = {"Host": host, "Origin": f"http://{host}"}
         status, _, _ = call(server, "POST", "/api/load", {"text": chess.STARTING_FEN}, origin)
