@@ -95,6 +95,8 @@ def load(text) -> dict:
             board = None
         if board is not None and board.is_valid():
             return {"fen": board.fen(), "moves": [], "tags": {}}
+        if board is not None:
+            raise ApiError(400, f"the FEN is not a legal position: {status_words(board)}")
     game = chess.pgn.read_game(io.StringIO(text))
     if game is None:
         raise ApiError(400, "neither a FEN nor a PGN")
@@ -108,5 +110,5 @@ def load(text) -> dict:
     except ValueError as e:  # a FEN header python-chess cannot read
         raise ApiError(400, f"bad PGN: {e}") from None
     if not start.is_valid():  # as a FEN pasted alone is refused
-        raise ApiError(400, f"bad PGN: its FEN is not a legal position: {status_words(start)}")
+        raise ApiError(400, f"bad PGN: the FEN is not a legal position: {status_words(start)}")
     return {"fen": start.fen(), "moves": moves, "tags": pasted_tags(game)}

@@ -155,11 +155,11 @@ def test_an_illegal_position_is_said_in_words(server):
 
 
 def test_a_pgn_s_fen_header_is_checked_as_a_fen_alone_is(server):
-    for text in ("8/8/8/8/8/8/8/8 w - - 0 1", '[FEN "8/8/8/8/8/8/8/8 w - - 0 1"]\n\n*'):
+    empty = "8/8/8/8/8/8/8/8 w - - 0 1"
+    for text in (empty, f'[FEN "{empty}"]\n\n*', f'[FEN "{empty}"]\n[SetUp "1"]\n\n*'):
         status, headers, body = call(server, "POST", "/api/load", {"text": text})
         assert status == 400, text
-        message = error_line(headers, body)
-        assert "no white king" in message or "neither" in message
+        assert "the FEN is not a legal position: no white king" in error_line(headers, body)
     status, headers, body = call(server, "POST", "/api/load", {"text": f'[FEN "{OPPOSITE_CHECK}"]'})
     assert status == 400 and "in check" in error_line(headers, body)
 
