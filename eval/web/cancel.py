@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 # Pages remembered for superseding: a page's id is forgotten after this many newer pages.
 MAX_PAGES = 1024
-MAX_PAGE_ID = 64
 
 
 class Cancelled(Exception):
