@@ -70,15 +70,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def warm_up_search(store: ModelStore, settings: WebSettings) -> None:
+def warm_up_search(store: ModelStore, settings: WebSettings, stopping: threading.Event) -> None:
     """Compiles the search's batch shapes of the default models while the page is in use."""
-    for name in (store.default_model, store.default_value):
-        if name is None:
-            continue
-        try:
-            store.warm_up(name, settings.search_batch)
-        except Exception as e:  # the first search tries again and reports it
-            print(f"{PROG}: warning: warming up {name} for the search: {e}", file=sys.stderr)
+    names = [name for name in (store.default_model, store.default_value) if name is not None]
+    try:
+        store.warm_up(names, settings.search_batch, stopping.is_set)
+    except Exception as e:  # the first search tries again and reports it
+        if not stopping.is_set():  # at exit, XLA's threads refuse work: no news
+            print(f"{PROG}: warning: warming up the search: {e}", file=sys.stderr)
 
 
 def load_models(store: ModelStore) -> None:
@@ -98,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     except ModelError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
+    stopping = threading.Event()
+    warming = threading.Thread(
+        target=warm_up_search, args=(store, settings, stopping), name="search-warm-up", daemon=True
+    )
     # Listening before the models load: a port in use is told at once, not after them.
     try:
         server = WebServer((args.host, args.port), store, settings, quiet=not args.log)
@@ -117,13 +120,19 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         print(f"{PROG}: serving the board on {server.url} (Ctrl-C stops)", flush=True)
-        threading.Thread(
-            target=warm_up_search, args=(store, settings), name="search-warm-up", daemon=True
-        ).start()
+        warming.start()
         server.serve_forever()
     except KeyboardInterrupt:
-        return interrupted(f"{PROG}: stopped")
+        code = interrupted(f"{PROG}: stopped")
+        if warming.is_alive():
+            # The compile's own threads would hold the exit for its whole length (a minute
+            # where XLA's disk cache is empty); nothing is left to save.
+            stopping.set()
+            sys.stdout.flush()
+            os._exit(code)
+        return code
     finally:
+        stopping.set()
         server.server_close()
     return 0
 

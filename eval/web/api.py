@@ -1,95 +1,50 @@
-"""The web board's JSON API: each handler takes the request's parameters (strings from a query
-or values from a JSON body) and returns a JSON-ready dict, or raises ApiError with the HTTP
-status and one line saying what was wrong.
+"""The web board's JSON API over the models: each handler takes a checked request
+(eval/web/params.py) and returns a JSON-ready dict, or raises ApiError with the HTTP status
+and one line saying what was wrong, or Cancelled when nobody waits for the answer any more.
 
 A position is a start FEN (default: the standard start) plus the UCI moves played from it,
 so that the model sees repetitions as it does in a game. Scores are for the side to move:
 a policy's probability of each legal move (kind "prob", BC) or a value model's win chance
 after it (kind "win", AV/SV); a BC policy's moves also get the win chance of its value
 model, which gives the position's value too.
+
+No lock is held over a network call or a search: every request searches a tree of its own,
+so a policy's answer (a few milliseconds) never waits behind another request's search.
 """
 
 from __future__ import annotations
 
-import io
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import chess
-import chess.pgn
 import numpy as np
 
-from core.game_end import board_outcome
 from core.targets import target_kind
 from eval.engines import NeuralAgent
 from eval.evaluators import make_evaluator
 from eval.mcts import SearchConfig, SearchLimit, TreeSearch
-from eval.uci.options import DEFAULT_SEARCH_BATCH, UciError
-from eval.uci.position import parse_position
+from eval.uci.options import DEFAULT_SEARCH_BATCH
+from eval.web.cancel import Activity, StopWhen
 from eval.web.models import ModelError, ModelStore
+from eval.web.params import ApiError, BoardRequest
 
-# Playouts a request may ask for: a few seconds of the CPU model; a request is not stoppable.
+# Playouts a request may ask for: a few seconds of the CPU model. A request whose client
+# hangs up, or whose page asks again, stops between batches.
 MAX_SIMULATIONS = 5000
-PGN_EVENT = "searchless-chess web board"
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
+READ_TIMEOUT_S = 30.0  # a client silent this long mid-request (or idle between) is dropped
 
 
 @dataclass(frozen=True)
 class WebSettings:
     search_batch: int = DEFAULT_SEARCH_BATCH  # leaves per network call when searching
     max_simulations: int = MAX_SIMULATIONS
+    read_timeout: float = READ_TIMEOUT_S
 
 
-# --- parameters --------------------------------------------------------------------------
-
-
-def move_list(moves: str | Iterable[str] | None) -> list[str]:
-    """UCI moves from a JSON list or a query string (separated by spaces or commas)."""
-    if moves is None:
-        return []
-    if isinstance(moves, str):
-        return moves.replace(",", " ").split()
-    if not all(isinstance(m, str) for m in moves):
-        raise ApiError(400, "moves must be a list of UCI strings")
-    return list(moves)
-
-
-def game_board(fen: str | None, moves: str | Iterable[str] | None = None) -> chess.Board:
-    """The board after `moves` from `fen` (the standard start when empty), every move on
-    its stack; 400 naming a bad FEN or the first illegal move."""
-    if fen is not None and not isinstance(fen, str):
-        raise ApiError(400, "fen must be a string")
-    head = ["fen", *fen.split()] if fen and fen.strip() else ["startpos"]
-    try:
-        return parse_position([*head, "moves", *move_list(moves)])
-    except UciError as e:
-        raise ApiError(400, str(e)) from None
-
-
-def simulations_of(value, settings: WebSettings) -> int:
-    try:
-        sims = int(value or 0)
-    except (TypeError, ValueError):
-        raise ApiError(400, f"simulations must be a whole number, got {value!r}") from None
-    if not 0 <= sims <= settings.max_simulations:
-        raise ApiError(
-            400, f"simulations must be between 0 and {settings.max_simulations}, got {sims}"
-        )
-    return sims
-
-
-def require_playable(board: chess.Board) -> None:
-    outcome = board_outcome(board)
-    if outcome is not None:
-        raise ApiError(
-            409, f"the game is over ({outcome.termination}, {outcome.result}): no move to make"
-        )
+def never() -> StopWhen:
+    """The stop event of a request nobody cancels (a script calling the functions)."""
+    return StopWhen(lambda: False)
 
 
 # --- handlers ----------------------------------------------------------------------------
@@ -104,89 +59,10 @@ def models(store: ModelStore, settings: WebSettings) -> dict:
     }
 
 
-def position(fen: str | None = None, moves=None) -> dict:
-    """The game's state for the page: legal moves with SAN, the moves' SAN, the outcome."""
-    board = game_board(fen, moves)
-    outcome = board_outcome(board)
-    replay = board.root()
-    sans = []
-    for move in board.move_stack:
-        sans.append(replay.san(move))
-        replay.push(move)
-    legal = [] if outcome else [{"uci": m.uci(), "san": board.san(m)} for m in board.legal_moves]
-    return {
-        "fen": board.fen(),
-        "start_fen": board.root().fen(),
-        "turn": "white" if board.turn == chess.WHITE else "black",
-        "check": board.is_check(),
-        "moves": [m.uci() for m in board.move_stack],
-        "sans": sans,
-        "legal": legal,
-        "over": {"result": outcome.result, "termination": outcome.termination} if outcome else None,
-    }
-
-
-def pgn(
-    fen: str | None = None, moves=None, white: str | None = None, black: str | None = None
-) -> str:
-    """The game as PGN (a FEN header when it does not start from the standard position)."""
-    board = game_board(fen, moves)
-    game = chess.pgn.Game.from_board(board)
-    game.headers["Event"] = PGN_EVENT
-    game.headers["White"] = white or "?"
-    game.headers["Black"] = black or "?"
-    outcome = board_outcome(board)
-    game.headers["Result"] = outcome.result if outcome else "*"
-    if outcome:
-        game.headers["Termination"] = outcome.termination
-    return str(game) + "\n"
-
-
-def load(text) -> dict:
-    """A pasted FEN or PGN -> its start FEN and UCI moves (the main line)."""
-    if not isinstance(text, str) or not text.strip():
-        raise ApiError(400, "paste a FEN or a PGN")
-    text = text.strip()
-    if "\n" not in text and not text.startswith("["):
-        try:
-            board = chess.Board(text)
-        except ValueError:
-            board = None
-        if board is not None and board.is_valid():
-            return {"fen": board.fen(), "moves": []}
-    game = chess.pgn.read_game(io.StringIO(text))
-    if game is None:
-        raise ApiError(400, "neither a FEN nor a PGN")
-    if game.errors:
-        raise ApiError(400, f"bad PGN: {game.errors[0]}")
-    moves = [m.uci() for m in game.mainline_moves()]
-    if not moves and not text.startswith("["):
-        raise ApiError(400, f"neither a valid FEN nor a PGN with moves: {text[:80]!r}")
-    try:
-        start = game.board()
-    except ValueError as e:  # a bad FEN header
-        raise ApiError(400, f"bad PGN: {e}") from None
-    return {"fen": start.fen(), "moves": moves}
-
-
-@dataclass(frozen=True)
-class BoardRequest:
-    """What /api/analysis and /api/play are asked: a playable position, the model and value
-    model named (None: the defaults), and the playouts to search (0: the policy alone)."""
-
-    board: chess.Board
-    model: str | None
-    value: str | None
-    simulations: int
-
-    @classmethod
-    def parse(
-        cls, settings: WebSettings, fen=None, moves=None, model=None, value=None, simulations=0
-    ) -> BoardRequest:
-        """The request from its parameters; 4xx naming the first bad one."""
-        board = game_board(fen, moves)
-        require_playable(board)
-        return cls(board, model, value, simulations_of(simulations, settings))
+def status(store: ModelStore, activity: Activity) -> dict:
+    """What a search waits for now ("waiting": words for the page, or None), the searches
+    running and those given up since the start."""
+    return {"waiting": store.waiting_for(), **activity.counts()}
 
 
 @dataclass(frozen=True)
@@ -210,42 +86,64 @@ class _Models:
         except ModelError as e:
             raise ApiError(e.status, str(e)) from None
 
-    def search(self, store: ModelStore, request: BoardRequest, settings: WebSettings) -> TreeSearch:
-        """A fresh tree over the request's board after its playouts."""
+    def search(
+        self, store: ModelStore, request: BoardRequest, settings: WebSettings, stop: StopWhen
+    ) -> TreeSearch:
+        """A fresh tree over the request's board after its playouts; Cancelled as soon as
+        `stop` says nobody waits (while waiting for the compile, or between batches)."""
         try:
             evaluator = make_evaluator(self.predictor, self.value_predictor)
         except ValueError as e:  # a BC policy with no value model
             raise ApiError(400, f"cannot search with {self.name!r}: {e}") from None
-        for name in (self.name, self.value_name):
-            if name is not None:  # every batch shape compiled before the clock starts
-                store.warm_up(name, settings.search_batch)
+        names = [name for name in (self.name, self.value_name) if name is not None]
+        # Every batch shape compiled before the clock starts.
+        store.warm_up(names, settings.search_batch, stop.is_set)
+        stop.check()
         search = TreeSearch(evaluator, SearchConfig(batch=settings.search_batch))
         search.set_position(request.board)
-        search.run(SearchLimit(sims=request.simulations))
+        search.run(SearchLimit(sims=request.simulations, stop=stop))
+        stop.check()  # stopped early: its answer is not the one asked for
         return search
 
 
-def analysis(store: ModelStore, settings: WebSettings, request: BoardRequest) -> dict:
+def _policy(loaded: _Models, board: chess.Board) -> tuple[list[str], list, dict, float | None]:
+    """The policy's moves and scores, each move's win chance (a value model's), and the
+    position's value (None without a value model)."""
+    agent = NeuralAgent(loaded.predictor)
+    ucis, scores = agent.scored_moves(board)
+    if loaded.value_predictor is not None:
+        value_agent = NeuralAgent(loaded.value_predictor)
+        wins = dict(zip(*value_agent.scored_moves(board), strict=True))
+    elif target_kind(agent.target).value_head:
+        wins = dict(zip(ucis, scores, strict=True))
+    else:
+        wins = {}
+    position_value = None
+    if wins:  # the value the search starts from: make_evaluator's rule
+        evaluator = make_evaluator(loaded.predictor, loaded.value_predictor)
+        position_value = float(evaluator.evaluate([board.copy(stack=False)])[0].value)
+    return ucis, scores, wins, position_value
+
+
+def analysis(
+    store: ModelStore,
+    settings: WebSettings,
+    request: BoardRequest,
+    stop: StopWhen | None = None,
+    activity: Activity | None = None,
+) -> dict:
     """Every legal move's score, best first, the position's value and, with simulations,
     the search's visits and values beside them."""
+    stop = stop or never()
     board = request.board
     started = time.perf_counter()
-    with store.lock:
-        loaded = _Models.of(store, request)
-        agent = NeuralAgent(loaded.predictor)
-        ucis, scores = agent.scored_moves(board)
-        if loaded.value_predictor is not None:
-            value_agent = NeuralAgent(loaded.value_predictor)
-            wins = dict(zip(*value_agent.scored_moves(board), strict=True))
-        elif target_kind(agent.target).value_head:
-            wins = dict(zip(ucis, scores, strict=True))
-        else:
-            wins = {}
-        position_value = None
-        if wins:  # the value the search starts from: make_evaluator's rule
-            evaluator = make_evaluator(loaded.predictor, loaded.value_predictor)
-            position_value = float(evaluator.evaluate([board.copy(stack=False)])[0].value)
-        search = loaded.search(store, request, settings) if request.simulations else None
+    stop.check()
+    loaded = _Models.of(store, request)
+    ucis, scores, wins, position_value = _policy(loaded, board)
+    search = None
+    if request.simulations:
+        with (activity or Activity()).searching():
+            search = loaded.search(store, request, settings, stop)
     kind = store.models[loaded.name].kind
     entries = {
         uci: {
@@ -304,21 +202,29 @@ def _search_json(board: chess.Board, search: TreeSearch, entries: dict) -> dict:
     }
 
 
-def play(store: ModelStore, settings: WebSettings, request: BoardRequest) -> dict:
+def play(
+    store: ModelStore,
+    settings: WebSettings,
+    request: BoardRequest,
+    stop: StopWhen | None = None,
+    activity: Activity | None = None,
+) -> dict:
     """The model's move: its policy's best (simulations 0) or the search's most visited."""
+    stop = stop or never()
     board = request.board.copy()
-    with store.lock:
-        loaded = _Models.of(store, request)
-        if request.simulations:
-            search = loaded.search(store, request, settings)
-            move = search.best_move()
-            stats = next(s for s in search.root_moves() if s.move == move)
-            extra = {"visits": stats.visits, "win": stats.q, "playouts": search.info().playouts}
-        else:
-            ucis, scores = NeuralAgent(loaded.predictor).scored_moves(board)
-            i = int(np.argmax(scores))
-            move = chess.Move.from_uci(ucis[i])
-            extra = {"score": float(scores[i]), "kind": store.models[loaded.name].kind}
+    stop.check()
+    loaded = _Models.of(store, request)
+    if request.simulations:
+        with (activity or Activity()).searching():
+            search = loaded.search(store, request, settings, stop)
+        move = search.best_move()
+        stats = next(s for s in search.root_moves() if s.move == move)
+        extra = {"visits": stats.visits, "win": stats.q, "playouts": search.info().playouts}
+    else:
+        ucis, scores = NeuralAgent(loaded.predictor).scored_moves(board)
+        i = int(np.argmax(scores))
+        move = chess.Move.from_uci(ucis[i])
+        extra = {"score": float(scores[i]), "kind": store.models[loaded.name].kind}
     san = board.san(move)
     board.push(move)
     return {

@@ -3,15 +3,17 @@ named on the command line, each loaded once on first use and kept.
 
 A model is named on the page and in the API by its label (`cpu`, `cpu-av`: the run dir's
 name, as the UCI engine labels it), never by a path, so a request cannot make the server
-read an arbitrary directory. Loading and every network call happen under one lock: the
-tree search is not thread-safe and two cores gain nothing from running two models at once.
+read an arbitrary directory. Loading is done under a lock; network calls are not: each
+request searches its own tree, and a policy's answer does not wait for another's search.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 import tomllib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from core.paths import project_root, resolve_path
@@ -79,6 +81,30 @@ def _resolved(given: str, start_dir: str, what: str) -> ModelInfo:
     return ModelInfo(label(resolved.path), resolved.path, read_target(resolved.path))
 
 
+WAIT_POLL_S = 0.1  # how often a search waiting for the compile asks whether to give up
+
+
+@dataclass(frozen=True)
+class Compiling:
+    """The search's shapes of one model being compiled, a power of two of boards per call at
+    a time: since when, and how long in all as the steps done so far foretell."""
+
+    name: str
+    started: float  # time.monotonic()
+    expected_s: float | None  # None before the first step is done
+
+    def describe(self) -> str:
+        elapsed = time.monotonic() - self.started
+        left = None if self.expected_s is None else self.expected_s - elapsed
+        when = f"about {left:.0f} s left" if left and left >= 1 else f"{elapsed:.0f} s so far"
+        return f"compiling the search for {self.name}, once per start: {when}"
+
+
+def compile_steps(boards: int) -> list[int]:
+    """The boards per call each step compiles up to: 2, 4, ... then `boards`."""
+    return [min(1 << k, boards) for k in range(1, max(0, boards - 1).bit_length() + 1)]
+
+
 @dataclass
 class ModelStore:
     """The offered models, the defaults the page starts with, and the loaded predictors."""
@@ -86,13 +112,14 @@ class ModelStore:
     models: dict[str, ModelInfo]
     default_model: str
     default_value: str | None  # the value model beside a BC policy; None: none
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    # Compiling the search's shapes takes the first search half a minute where XLA's disk
-    # cache is empty: done in the background at the start, under a lock of its own so the
-    # page can analyse meanwhile, and waited for by a search.
+    _load_lock: threading.RLock = field(default_factory=threading.RLock)
+    # Compiling the search's shapes takes the first search half a minute or more where XLA's
+    # disk cache is empty: done in the background at the start, under a lock of its own so
+    # the page can analyse meanwhile, and waited for by a search (which can give up).
     _warm_lock: threading.Lock = field(default_factory=threading.Lock)
     _predictors: dict[str, object] = field(default_factory=dict)
     _warmed: dict[str, int] = field(default_factory=dict)  # name -> boards per call compiled
+    _compiling: Compiling | None = None
 
     @classmethod
     def create(cls, model: str | None, value: str | None, start_dir: str) -> ModelStore:
@@ -125,8 +152,11 @@ class ModelStore:
 
     def predictor(self, name: str):
         """The loaded model.predictor.Predictor of `name` (loaded and warmed up once)."""
+        loaded = self._predictors.get(name)
+        if loaded is not None:  # no lock: a model loading does not stall the loaded ones
+            return loaded
         info = self.info(name)
-        with self.lock:
+        with self._load_lock:
             if name not in self._predictors:
                 # JAX only once a model is wanted: the page and the errors need none.
                 from model.predictor import Predictor
@@ -146,13 +176,51 @@ class ModelStore:
                 self.models[name] = ModelInfo(info.name, info.path, predictor.config.target)
             return self._predictors[name]
 
-    def warm_up(self, name: str, boards: int) -> None:
-        """Compiles the shapes of `boards` boards per network call (the search's batch)."""
-        predictor = self.predictor(name)
-        with self._warm_lock:
-            if self._warmed.get(name, 1) < boards:
-                predictor.warm_up(max_boards=boards)
-                self._warmed[name] = boards
+    def warm_up(
+        self,
+        names: str | Sequence[str],
+        boards: int,
+        give_up: Callable[[], bool] = lambda: False,
+    ) -> bool:
+        """Compiles the shapes of `boards` boards per network call (the search's batch) of
+        the model(s) `names`; while another thread compiles, waits for it unless `give_up()`
+        turns true (then returns False)."""
+        names = [names] if isinstance(names, str) else list(names)
+        predictors = {name: self.predictor(name) for name in names}
+        if all(self._warmed.get(name, 1) >= boards for name in names):
+            return True
+        while not self._warm_lock.acquire(timeout=WAIT_POLL_S):
+            if give_up():
+                return False
+        try:
+            self._compile(predictors, boards)
+        finally:
+            self._compiling = None
+            self._warm_lock.release()
+        return True
+
+    def _compile(self, predictors: dict[str, object], boards: int) -> None:
+        """The shapes of up to `boards` boards per call, a power of two at a time and model
+        by model, so that the time the first steps took foretells the rest."""
+        started = time.monotonic()
+        steps = [
+            (name, step)
+            for name in predictors
+            for step in compile_steps(boards)
+            if step > self._warmed.get(name, 1)
+        ]
+        label = " and ".join(dict.fromkeys(name for name, _ in steps))
+        for done, (name, step) in enumerate(steps):
+            elapsed = time.monotonic() - started
+            expected = elapsed / done * len(steps) if done else None
+            self._compiling = Compiling(label, started, expected)
+            predictors[name].warm_up(max_boards=step)
+            self._warmed[name] = step
+
+    def waiting_for(self) -> str | None:
+        """What a search waits for now, in words (None: nothing)."""
+        compiling = self._compiling
+        return None if compiling is None else compiling.describe()
 
     def value_model(self, model: str, value: str | None) -> str | None:
         """The value model to pair with `model` for a request naming `value` (None: the

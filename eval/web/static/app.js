@@ -8,9 +8,11 @@ const MIN_ARROW_WEIGHT = 0.04;
 // A value model's moves differ by a few points of win chance: arrows by distance to the best.
 const WIN_SPREAD = 0.04;
 
-const game = { startFen: "", moves: [] };
+const game = { startFen: "", moves: [], tags: {} }; // tags: a pasted game's, for its export
 let position = null;
 let generation = 0; // answers to an older state of the game are dropped
+// This page's id: the server gives up a search of the page that a newer request replaces.
+const PAGE = Math.random().toString(36).slice(2);
 
 async function api(path, params, method = "GET") {
   let url = path, init = { method };
@@ -27,6 +29,7 @@ function modelParams() {
     model: $("model").value,
     value: $("value").value,
     simulations: $("search").checked ? Math.max(1, Number($("playouts").value) || 1) : 0,
+    page: PAGE,
   };
 }
 
@@ -49,7 +52,7 @@ async function refresh() {
   board.setPosition(pos.fen, modelToMove ? [] : pos.legal, pos.moves[pos.moves.length - 1], pos.check);
   $("fen").value = pos.fen;
   $("sans").textContent = pos.sans.map((san, i) => (i % 2 === 0 ? `${i / 2 + 1}. ` : "") + san).join(" ");
-  $("export-pgn").href = "/api/pgn?" + new URLSearchParams({ ...gameParams(), ...players() });
+  $("export-pgn").href = "/api/pgn?" + new URLSearchParams({ ...gameParams(), ...players(), ...game.tags });
   if (pos.over) {
     $("status").textContent = `Game over: ${pos.over.termination} (${pos.over.result})`;
     clearAnalysis();
@@ -58,9 +61,9 @@ async function refresh() {
     return;
   }
   if (modelToMove) {
-    $("status").textContent = `${$("model").value} is thinking…`;
     try {
-      const reply = await api("/api/play", { ...gameParams(), ...modelParams() }, "POST");
+      const reply = await showWaiting(api("/api/play", { ...gameParams(), ...modelParams() }, "POST"),
+        $("status"), `${$("model").value} is thinking…`);
       if (mine !== generation) return;
       game.moves.push(reply.move);
     } catch (e) { if (mine === generation) showError(e.message); return; }
@@ -75,11 +78,25 @@ function players() {
   return { white: side === "white" ? name : "You", black: side === "black" ? name : "You" };
 }
 
+// While `request` runs, what the server says a search waits for (the compile after a start,
+// GET /api/status) follows `text` in `element`.
+async function showWaiting(request, element, text) {
+  let done = false;
+  element.textContent = text;
+  (async () => {
+    while (!done) {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const status = done ? null : await api("/api/status", {}).catch(() => null);
+      if (!done && status) element.textContent = status.waiting ? `${text} ${status.waiting}` : text;
+    }
+  })();
+  try { return await request; } finally { done = true; }
+}
+
 async function analyse(mine) {
-  $("summary").textContent = "Analysing…";
   let result;
   try {
-    result = await api("/api/analysis", { ...gameParams(), ...modelParams() });
+    result = await showWaiting(api("/api/analysis", { ...gameParams(), ...modelParams() }), $("summary"), "Analysing…");
   } catch (e) {
     if (mine === generation) { showError(e.message); $("summary").textContent = ""; }
     return;
@@ -157,9 +174,10 @@ function playMove(uci) {
 
 const board = new ChessBoard($("board"), playMove);
 
-function newGame(fen = "", moves = []) {
+function newGame(fen = "", moves = [], tags = {}) {
   game.startFen = fen;
   game.moves = moves;
+  game.tags = tags;
   refresh();
 }
 
@@ -174,7 +192,7 @@ function undo() {
 async function loadPasted() {
   try {
     const loaded = await api("/api/load", { text: $("paste").value }, "POST");
-    newGame(loaded.fen, loaded.moves);
+    newGame(loaded.fen, loaded.moves, loaded.tags);
   } catch (e) { showError(e.message); }
 }
 
@@ -200,7 +218,7 @@ $("model-move").addEventListener("click", async () => {
     if (mine !== generation) return;
     game.moves.push(reply.move);
     refresh();
-  } catch (e) { showError(e.message); }
+  } catch (e) { if (mine === generation) showError(e.message); }
 });
 $("load").addEventListener("click", loadPasted);
 for (const id of ["model", "value", "search", "playouts"]) $(id).addEventListener("change", () => refresh());

@@ -48,24 +48,27 @@ class Client:
         return status, json.loads(data)
 
 
-def start_server(*args: str) -> tuple[subprocess.Popen, str, list[str]]:
-    """`python -m eval.web --port 0 ARGS` from the checkout; (process, URL, output lines)."""
+def start_server(*args: str, env=None) -> tuple[subprocess.Popen, str, list[str]]:
+    """`python -m eval.web --port 0 ARGS` from the checkout; (process, URL, output lines: the
+    list goes on growing with what the server prints later)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "eval.web", "--port", "0", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env=env,
     )
     lines: queue.Queue[str | None] = queue.Queue()
+    seen: list[str] = []
 
     def pump():
         for line in process.stdout:
+            seen.append(line.rstrip("\n"))
             lines.put(line.rstrip("\n"))
         lines.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
-    seen = []
     while True:
         try:
             line = lines.get(timeout=START_TIMEOUT_S)
@@ -74,7 +77,6 @@ def start_server(*args: str) -> tuple[subprocess.Popen, str, list[str]]:
             raise RuntimeError(f"the server did not start: {seen}") from None
         if line is None:
             raise RuntimeError(f"the server exited with {process.wait()}: {seen}")
-        seen.append(line)
         if READY in line:
             url = line.split(READY, 1)[1].split()[0]
             return process, url, seen
@@ -95,3 +97,15 @@ def web_server():
 @pytest.fixture(scope="session")
 def client(web_server) -> Client:
     return Client(web_server[0])
+
+
+@pytest.fixture(scope="session")
+def launch():
+    """For a test that needs a server of its own (and stops it): ARGS, env -> (process,
+    client, output lines)."""
+
+    def start(*args: str, env=None) -> tuple[subprocess.Popen, Client, list[str]]:
+        process, url, lines = start_server(*args, env=env)
+        return process, Client(url), lines
+
+    return start

@@ -119,10 +119,13 @@ def test_position_gives_legal_moves_sans_and_the_outcome(client):
 
 def test_load_reads_a_fen_or_a_pgn(client):
     status, body = client.post("/api/load", {"text": SCHOLAR})
-    assert (status, body) == (200, {"fen": SCHOLAR, "moves": []})
-    pgn = f'[FEN "{SCHOLAR}"]\n[SetUp "1"]\n\n3... Nf6 4. Qxf7# 1-0\n'
+    assert (status, body) == (200, {"fen": SCHOLAR, "moves": [], "tags": {}})
+    pgn = f'[White "Anderssen"]\n[FEN "{SCHOLAR}"]\n[SetUp "1"]\n\n3... Nf6 4. Qxf7# 1-0\n'
     status, body = client.post("/api/load", {"text": pgn})
-    assert (status, body) == (200, {"fen": SCHOLAR, "moves": ["g8f6", "h5f7"]})
+    assert (status, body) == (
+        200,
+        {"fen": SCHOLAR, "moves": ["g8f6", "h5f7"], "tags": {"white": "Anderssen"}},
+    )
 
 
 def test_pgn_export_round_trips_with_the_start_position(client):
