@@ -140,9 +140,12 @@ search-report: setup
 
 # An absolute Elo (eval/elo_ladder.py): models/cpu searchless and searching, greedy and random,
 # each against Stockfish UCI_Elo levels aimed where it scores half, until +-60 Elo or the time
-# cap (ELO_ARGS="--max-minutes 25" by default). JSON, table, plot and games in results/elo/.
+# cap (25 minutes; ELO_ARGS="--max-minutes 60" for more). JSON, table, plot and games in
+# $(RESULTS)/elo/: results/elo/ holds the committed measurement, so RESULTS=/tmp/mine keeps it.
+# At a lower priority (ELO_NICE= for none): 25 minutes of both cores beside other work.
+ELO_NICE ?= nice -n 5
 elo: setup
-	$(PY) -m eval.elo_ladder --out $(RESULTS)/elo $(ELO_ARGS)
+	$(ELO_NICE) $(PY) -m eval.elo_ladder --out $(RESULTS)/elo $(ELO_ARGS)
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info
