@@ -49,7 +49,7 @@ from model.checkpoint import DamagedCheckpointError
 from model.config import Config, ConfigError
 from model.data import DataError
 from model.devices import cpu_warning, describe_devices, resolve_dtype
-from model.evaluator import Evaluator
+from model.evaluator import Evaluator, format_eval
 from model.metrics_log import MetricsLog, train_record
 from model.run_dir import open_run_dir, resume, run_dir_lock
 from model.train_data import load_data
@@ -261,11 +261,7 @@ class _Run:
     def evaluate(self, step: int) -> dict[str, float]:
         result = self.evaluator(self.state.ema_params)
         self.metrics_log.write({"kind": "eval", "step": step, **result})
-        self.log(
-            f"eval step {step} (EMA): test loss {result['test_loss']:.4f} | "
-            f"acc {result['test_accuracy']:.3f} | action accuracy "
-            f"{result['action_accuracy']:.3f} | Kendall tau {result['kendall_tau']:.3f}"
-        )
+        self.log(f"eval step {step} (EMA): {format_eval(result)}")
         return result
 
 
