@@ -194,3 +194,14 @@ def test_a_full_disk_while_logging_metrics_is_one_line(
         "run the same command again to resume from the last checkpoint"
     )
     assert not (out / "lock").exists()  # released on the way out
+
+
+def test_a_lock_that_is_a_directory_is_one_line(synthetic_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    (out / "lock").mkdir(parents=True)
+    assert train.main(argv(synthetic_data, out)) == 1
+    line = only_line(capsys.readouterr().err)
+    assert line == (
+        f"error: {out} cannot be locked: {out / 'lock'} is a directory, not a lock file; remove it"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["lock"]
