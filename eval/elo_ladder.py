@@ -17,6 +17,11 @@ own per move (the searchless model one network call, the search its playouts); t
 game clock. `<out>/elo.json` holds every game, each level's results, the fits and what the
 scale is anchored to; `<out>/elo.md` the table, `<out>/elo.png` the plot and
 `<out>/games.pgn` the games.
+
+Every argument is checked, the engines asked for `uciok` and every agent built before `--out`
+is touched; the run holds `<out>/lock` (core/dir_lock.py); a rerun reuses the finished games of
+an interrupted one (eval/elo_ladder_resume.py); the JSON and the table are written whole (a
+temporary file renamed), after each player and on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import chess.pgn
 
 from core.cli import config_from_args
 from core.dir_lock import DirectoryBusy, dir_lock
+from core.engine_path import find_engine
 from core.interrupts import interrupted
 from core.openings import choose_openings, load_openings
 from core.outputs import check_dir, disk_full, disk_full_line, writing
@@ -54,6 +60,7 @@ from eval.elo_ladder_resume import (
     set_aside,
     settings_text,
 )
+from eval.engine_handshake import check_uci
 from eval.engines import make_agent
 from eval.game import (
     AdjudicationConfig,
@@ -164,6 +171,8 @@ def run_ladder(
     adjudication = (
         AdjudicationConfig.parse(config.adjudicate, engine.path) if config.adjudicate else None
     )
+    if adjudication is not None and adjudication.engine != engine.path:
+        check_uci(find_engine(adjudication.engine))  # its own engine=PATH
     settings = settings_text(engine.name, config)
     started = time.monotonic()
     end = started + 60 * config.max_minutes

@@ -128,7 +128,7 @@ def test_a_second_ladder_on_the_same_out_is_refused(stockfish, tmp_path, capsys)
     assert (tmp_path / "games.pgn").read_text() == before
 
 
-def test_an_engine_that_prints_garbage_is_one_line(tmp_path, capsys):
+def test_an_engine_that_prints_garbage_is_one_line(stockfish, tmp_path, capsys):
     engine = tmp_path / "not-an-engine"
     engine.write_text("#!/bin/sh\necho 'hello, world'\n")
     engine.chmod(engine.stat().st_mode | stat.S_IXUSR)
@@ -137,6 +137,12 @@ def test_an_engine_that_prints_garbage_is_one_line(tmp_path, capsys):
     assert len(err) == 1
     assert err[0].startswith(f"error: engine {engine} is not a UCI engine")
     assert "'hello, world'" in err[0]
+    # The adjudication's own engine too, checked before the games start.
+    adjudicate = f"stockfish:nodes=100,engine={engine}"
+    argv = ["--out", str(tmp_path / "elo"), "--engine", stockfish, "--adjudicate", adjudicate]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: engine {engine} is not a UCI engine")
     assert not (tmp_path / "elo").exists()
 
 
