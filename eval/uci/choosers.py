@@ -41,10 +41,6 @@ WAIT_STEP = 0.005
 STOP_GRACE = 0.03
 
 
-class SearchLate(RuntimeError):
-    """The search had nothing to answer with when its move was due."""
-
-
 class SearchControl:
     """What the engine's input thread tells a running search: `stop` (answer now) and
     `ponderhit` (the move pondered on was played: the clock runs from now). `wake` is set by
@@ -127,7 +123,9 @@ class PolicyChooser:
         self.value_error: str | None = None  # why the value model asked for is not used
         self._rng = np.random.default_rng(seed)
 
-    def choose(self, board: chess.Board, request: MoveRequest) -> Decision:
+    def choose(self, board: chess.Board, request: MoveRequest, valued: bool = True) -> Decision:
+        """The policy's move; `valued` False skips a BC policy's value model (one network
+        call less, for a move already late)."""
         moves, scores = self.agent.scored_moves(board)
         candidates = [
             i
@@ -138,7 +136,7 @@ class PolicyChooser:
         i = candidates[pick]
         move = chess.Move.from_uci(moves[i])
         value = float(scores[i]) if self.agent.target in VALUE_TARGETS else None
-        if value is None and self.value_model is not None:
+        if value is None and valued and self.value_model is not None:
             value = move_value(self.value_model, board, move)
         return Decision(move, win_prob=value, nodes=len(moves))
 
@@ -163,6 +161,10 @@ class SearchChooser:
     a batch is still running (compiling, or a loaded machine), the move is answered from the
     tree as it stands and the batch finishes on its own; the next search then grows a tree
     of its own. A full tree (`Hash`) ends the search early.
+
+    When the move is due before the search has evaluated its root (a clock of a few
+    milliseconds, a loaded machine), the policy's move is played: the search has nothing yet,
+    and the policy is the model's own best guess, one network call away.
 
     A position whose game is already over by the rules though moves are left (a threefold
     repetition, fifty moves, bare kings) has nothing to search: the policy answers it."""
@@ -210,8 +212,8 @@ class SearchChooser:
         answered.set()  # a worker still busy reports no more
         if failed:
             raise failed[0]
-        if not self.search.root.expanded:
-            raise SearchLate("the position was not evaluated within the time of the move")
+        if not self.search.root.expanded:  # nothing searched yet: the model's own move
+            return self.policy.choose(board, request, valued=False)
         return self._decision(request.allowed, runs + ([] if done.is_set() else [None]))
 
     def _search(self, request: MoveRequest, control, started: float, runs: list, answered) -> None:

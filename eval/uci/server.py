@@ -164,12 +164,26 @@ class UciServer:
             return chooser.choose(board.copy(), request)
         # The GUI waits for a bestmove whatever went wrong inside the model: answer it.
         except Exception as e:
-            self.error(
-                f"{chooser.name} failed on {board.fen()!r} ({type(e).__name__}: {e}); "
-                "playing a random legal move"
-            )
-            moves = sorted(request.allowed or board.legal_moves, key=lambda m: m.uci())
-            return Decision(random.Random(self.options.seed).choice(moves))
+            return self._fallback(chooser, board, request, e)
+
+    def _fallback(
+        self, chooser: MoveChooser, board: chess.Board, request: MoveRequest, failure: Exception
+    ) -> Decision:
+        """The move when `chooser` failed with `failure`: its policy's where a search failed
+        and the policy still answers; a random legal one only where no model answers."""
+        why = f"{chooser.name} failed on {board.fen()!r} ({type(failure).__name__}: {failure})"
+        policy = _policy_of(chooser)
+        if policy is not chooser:
+            try:
+                decision = policy.choose(board.copy(), request)
+            except Exception as e:  # the model itself fails: nothing of it can answer
+                why += f", and its policy too ({type(e).__name__}: {e})"
+            else:
+                self.error(f"{why}; playing the policy's move")
+                return decision
+        self.error(f"{why}; playing a random legal move")
+        moves = sorted(request.allowed or board.legal_moves, key=lambda m: m.uci())
+        return Decision(random.Random(self.options.seed).choice(moves))
 
     def _ponder_move(self, board: chess.Board, move: chess.Move) -> chess.Move | None:
         """The reply the chooser expects, when the game goes on after `move`."""
@@ -349,12 +363,7 @@ class UciServer:
             decision = chooser.choose(board.copy(), request)
         # The GUI waits for a bestmove whatever went wrong inside the model: answer it.
         except Exception as e:
-            self.error(
-                f"{chooser.name} failed on {board.fen()!r} ({type(e).__name__}: {e}); "
-                "playing a random legal move"
-            )
-            moves = sorted(request.allowed or board.legal_moves, key=lambda m: m.uci())
-            decision = Decision(random.Random(self.options.seed).choice(moves))
+            decision = self._fallback(chooser, board, request, e)
         pv = list(decision.pv) or [decision.move]
         ponder = decision.ponder if self.options.ponder else None
         secs = time.monotonic() - request.started
