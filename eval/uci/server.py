@@ -14,7 +14,8 @@ info line and `bestmove` until `ponderhit` or `stop`. With `Simulations` N > 0 i
 `go movetime` or the clocks (eval/uci/go.time_budget, Move Overhead kept back) end it sooner;
 `go infinite` searches until `stop`, `go ponder` until `ponderhit` (then on the clock) or
 `stop`; a batch still running when the move is due (or at `stop`) is left to finish while the
-move is answered from the tree. It sends an info line a second and a last one with the move;
+move is answered from the tree, or by the policy where the tree has nothing yet. A random legal
+move is played only where no model answers at all (none loaded, or its policy failing too). It sends an info line a second and a last one with the move;
 the tree (bounded by `Hash`) is kept between the moves of a game (`ucinewgame`, or a position
 not continuing the game, starts a new one).
 Any other command during a search ends it first, with its `bestmove`.
