@@ -31,7 +31,7 @@ Malformed input (an unknown command, an illegal move or bad FEN in `position`, a
 value, a bad `go` parameter) is answered with `info string error: ...` and the engine keeps
 running: a `position` with an error leaves the previous position, a rejected `setoption`
 the previous value, and every `go` gets its `bestmove`. A board's halfmove clock or fullmove
-number above 999 is read by the model as 999 (model/predictor.py).
+number above 999 is read by the model as 999 (core/tokenizer.py).
 
 The protocol loop (`UciServer`) takes any factory of move choosers (eval/uci/factories.py), so
 it is tested with the real random and Stockfish agents (the hidden `--agent SPEC` flag) as well

@@ -4,6 +4,7 @@ random one, with the real committed models (models/cpu, a BC policy, and models/
 
 from __future__ import annotations
 
+import os
 import pathlib
 import queue
 import sys
@@ -134,7 +135,8 @@ def test_a_failing_search_falls_back_on_the_policy_not_a_random_move(engine):
 def test_short_clocks_always_give_the_mate(uci_process, tmp_path):
     """The engine as GUIs run it: the clocks so short that the search often has nothing
     (Move Overhead takes all but the 1 ms floor), each try a new game."""
-    engine = uci_process([sys.executable, "-m", "eval.uci"], cwd=tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's engine, from anywhere
+    engine = uci_process([sys.executable, "-m", "eval.uci"], cwd=tmp_path, env=env)
     engine.send(
         "uci",
         "setoption name Simulations value 100000",
