@@ -31,6 +31,7 @@ from eval.agent_base import Agent
 from eval.engines import NeuralAgent, pick_index
 from eval.mcts import SearchInfo, SearchLimit, TreeSearch
 from eval.uci.go import GoParams
+from eval.uci.info import mate_in
 
 # Seconds between the info lines of a running search.
 INFO_EVERY = 1.0
@@ -39,6 +40,10 @@ INFO_EVERY = 1.0
 # `ponderhit` are answered within 100 ms whatever the batch is doing.
 WAIT_STEP = 0.005
 STOP_GRACE = 0.03
+# `go depth N` searches at most DEPTH_BASE ** N playouts (depth 3: 64, 5: 1024, 7: 16384);
+# past MAX_DEPTH the playouts are capped by Simulations anyway.
+DEPTH_BASE = 4
+MAX_DEPTH = 16
 
 
 class SearchControl:
@@ -147,11 +152,25 @@ class PolicyChooser:
         self.agent.close()
 
 
+def playouts_for(go: GoParams, simulations: int) -> int:
+    """The most playouts a `go` may take: `nodes`, else `simulations` (the option), and no
+    more than DEPTH_BASE ** `depth` for `go depth` (a search has no depth to reach, so a
+    depth is read as a budget: each level of a tree a few moves wide asks for a few times the
+    playouts of the one above)."""
+    sims = max(0, go.nodes) if go.nodes is not None else simulations
+    if go.depth is not None:
+        sims = min(sims, DEPTH_BASE ** max(1, min(go.depth, MAX_DEPTH)))
+    return sims
+
+
 class SearchChooser:
     """The model searching with PUCT or search-contempt before each move, the tree kept
     between the moves of a game (eval/mcts.py). A move's limit comes from its `go`:
 
     - `nodes N`: N playouts; otherwise at most `simulations` (the Simulations option);
+    - `depth N`: at most DEPTH_BASE ** N playouts of those (playouts_for);
+    - `mate N`: until the search finds a mate in N moves or fewer (the info line's `score
+      mate`), else as without it;
     - `movetime` or the clocks: the time budget too (eval/uci/go.py), whichever ends first,
       and no batch is started that would end past it;
     - `infinite`: until `stop`; `ponder`: up to the playouts above until `ponderhit`, then on
@@ -200,7 +219,7 @@ class SearchChooser:
 
         def work() -> None:
             try:
-                self._search(request, control, started, runs, answered)
+                self._search(board, request, control, started, runs, answered)
             except BaseException as e:  # re-raised below, in the engine's search thread
                 failed.append(e)
             finally:
@@ -216,22 +235,43 @@ class SearchChooser:
             return self.policy.choose(board, request, valued=False)
         return self._decision(request.allowed, runs + ([] if done.is_set() else [None]))
 
-    def _search(self, request: MoveRequest, control, started: float, runs: list, answered) -> None:
+    def _search(
+        self,
+        board: chess.Board,
+        request: MoveRequest,
+        control,
+        started: float,
+        runs: list,
+        answered,
+    ) -> None:
         """The search of one `go`, run in the worker thread: each run's info into `runs`,
-        its progress to `request.on_info` until the move is `answered`."""
+        its progress to `request.on_info` until the move is `answered`. With `go mate N` it
+        looks after every batch for a mate in N or fewer and stops there (`control.stop`)."""
         go = request.go
-        sims = max(0, go.nodes) if go.nodes is not None else self.simulations
+        sims = playouts_for(go, self.simulations)
+        mate = go.mate if go.mate is not None and go.mate > 0 else None
+        reported = [started]  # when an info line last went out
 
         def run(limit: SearchLimit) -> None:
             done = sum(info.playouts for info in runs)
 
             def on_info(info: SearchInfo) -> None:
+                if mate is not None and info.pv:
+                    found = mate_in(board, list(info.pv), info.win_prob, exact=True)
+                    if found is not None and 0 < found <= mate:
+                        control.stop.set()  # the move is found: answer now
+                now = time.monotonic()
+                if now - reported[0] < INFO_EVERY:
+                    return
+                reported[0] = now
                 if request.on_info is not None and not answered.is_set():
                     request.on_info(dataclasses.replace(info, playouts=info.playouts + done))
 
-            # The engine reports the final state itself, with the move it plays.
+            # The engine reports the final state itself, with the move it plays; a mate
+            # search looks at every batch.
+            every = 0.0 if mate is not None else INFO_EVERY
             runs.append(
-                self.search.run(limit, on_info=on_info, info_every=INFO_EVERY, info_at_end=False)
+                self.search.run(limit, on_info=on_info, info_every=every, info_at_end=False)
             )
 
         if go.infinite:

@@ -10,15 +10,18 @@ With `Simulations` 0 (the default) it plays the searchless policy and `go` answe
 whatever the limits; `go infinite` holds the `bestmove` until `stop`, and `go ponder` holds its
 info line and `bestmove` until `ponderhit` or `stop`. With `Simulations` N > 0 it searches
 (eval/mcts.py, eval/uci/choosers.SearchChooser) in a thread of its own, reading `stop`,
-`ponderhit` and `isready` meanwhile: `go nodes M` runs M playouts, otherwise at most N, and
-`go movetime` or the clocks (eval/uci/go.time_budget, Move Overhead kept back) end it sooner;
-`go infinite` searches until `stop`, `go ponder` until `ponderhit` (then on the clock) or
-`stop`; a batch still running when the move is due (or at `stop`) is left to finish while the
-move is answered from the tree, or by the policy where the tree has nothing yet. A random legal
-move is played only where no model answers at all (none loaded, or its policy failing too). It sends an info line a second and a last one with the move;
-the tree (bounded by `Hash`) is kept between the moves of a game (`ucinewgame`, or a position
-not continuing the game, starts a new one).
-Any other command during a search ends it first, with its `bestmove`.
+`ponderhit` and `isready` meanwhile: `go nodes M` runs M playouts, otherwise at most N
+(`go depth D`: at most 4^D of them), `go mate M` ends at a mate in M found, and `go movetime`
+or the clocks (eval/uci/go.time_budget, Move Overhead kept back) end it sooner; `go infinite`
+searches until `stop`, `go ponder` until `ponderhit` (then on the clock) or `stop`; a batch
+still running when the move is due (or at `stop`) is left to finish while the move is
+answered from the tree, or by the policy where the tree has nothing yet. A random legal move
+is played only where no model answers at all (none loaded, or its policy failing too). It
+sends an info line a second and a last one with the move; the tree (bounded by `Hash`) is
+kept between the moves of a game (`ucinewgame`, or a position not continuing the game,
+starts a new one). A `setoption` during a search is applied once the search has ended (as
+Stockfish does); any other command but `isready`, `stop` and `ponderhit` ends it first, with
+its `bestmove`.
 
 With `Ponder` on, `bestmove` names the reply expected (`bestmove e2e4 ponder e7e5`): the
 model's, or the search's most visited. The info line (eval/uci/info.py) gives the move's value
@@ -100,6 +103,7 @@ class UciServer:
         self._chooser_error: str | None = None  # why the chooser is the no-model fallback
         self._held: list[str] = []  # output of `go ponder`/`go infinite` awaiting stop
         self._search: _Search | None = None  # the running search of a searching chooser
+        self._deferred: list[str] = []  # `setoption` lines sent during the search
         self._lock = threading.Lock()  # the search thread writes too
 
     # --- output --------------------------------------------------------------------------
@@ -373,12 +377,16 @@ class UciServer:
             request.control.wake.wait()  # UCI: no bestmove before stop or ponderhit
         self.send(f"bestmove {decision.move.uci()}" + (f" ponder {ponder.uci()}" if ponder else ""))
 
-    def _finish_search(self) -> None:
-        """Stops the running search, if any, and waits for its `bestmove`."""
+    def _finish_search(self, apply_options: bool = True) -> None:
+        """Stops the running search, if any, and waits for its `bestmove`; then applies the
+        options set meanwhile (not when the engine quits: nothing would use them)."""
         search, self._search = self._search, None
         if search is not None:
             search.control.request_stop()
             search.thread.join()
+        deferred, self._deferred = self._deferred, []
+        for line in deferred if apply_options else ():
+            self.handle(line)
 
     def cmd_debug(self, args: list[str], rest: str) -> None:
         pass  # no debug output to switch
@@ -397,9 +405,15 @@ class UciServer:
             if tokens:
                 self.error(f"unknown command {tokens[0]!r}")
             return True
+        if self._search is not None and not self._search.thread.is_alive():
+            self._finish_search()  # it has answered: what waits for its end can go on
+        if self._search is not None and tokens[start] == "setoption":
+            # Stockfish's way: the search goes on with the options it started with.
+            self._deferred.append(line)
+            return True
         if self._search is not None and tokens[start] not in _WHILE_SEARCHING:
             # UCI sends these only after `stop`; a GUI that does not gets the answer first.
-            self._finish_search()
+            self._finish_search(apply_options=tokens[start] != "quit")
         if tokens[start] == "quit":
             return False
         if start:
@@ -418,7 +432,7 @@ class UciServer:
                 if not self.handle(line):
                     break
         finally:
-            self._finish_search()
+            self._finish_search(apply_options=False)
             self.close()
 
 

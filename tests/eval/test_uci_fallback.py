@@ -5,76 +5,22 @@ random one, with the real committed models (models/cpu, a BC policy, and models/
 from __future__ import annotations
 
 import os
-import pathlib
-import queue
 import sys
-import threading
 
 import chess
 import pytest
 
-from eval.uci.choosers import PolicyChooser, SearchChooser
-from eval.uci.factories import NeuralFactory
-from eval.uci.options import UciOptions
-from eval.uci.server import UciServer
+from eval.uci.choosers import PolicyChooser
+from tests.eval.uci_inprocess import ROOT, HeldEvaluator, engine_in_process
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 MATE_IN_ONE = "6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1"
 MATE = "a1a8"
-
-
-class Lines:
-    """The engine's output, a line at a time, as a GUI reads it (the search thread writes
-    too)."""
-
-    def __init__(self):
-        self.lines: queue.Queue[str] = queue.Queue()
-        self._part = ""
-
-    def write(self, text: str) -> None:
-        self._part += text
-        *done, self._part = self._part.split("\n")
-        for line in done:
-            self.lines.put(line)
-
-    def flush(self) -> None:
-        pass
-
-    def until_bestmove(self, timeout: float = 120.0) -> list[str]:
-        got = []
-        while not got or not got[-1].startswith("bestmove"):
-            got.append(self.lines.get(timeout=timeout))
-        return got
-
-
-class HeldEvaluator:
-    """The search's real evaluator, held until `release` (or failing with `error`): the
-    search then has nothing when its move is due, however fast the machine."""
-
-    def __init__(self, evaluator, error: Exception | None = None):
-        self.evaluator = evaluator
-        self.target = evaluator.target
-        self.error = error
-        self.release = threading.Event()
-
-    def evaluate(self, boards):
-        if self.error is not None:
-            raise self.error
-        self.release.wait(timeout=60)
-        return self.evaluator.evaluate(boards)
 
 
 @pytest.fixture(scope="module")
 def engine():
     """An engine on models/cpu searching, in this process (its search can then be held)."""
-    out = Lines()
-    factory = NeuralFactory(str(ROOT), warm_up=False)  # compiling the search is not tested
-    server = UciServer(factory, out, defaults=UciOptions(simulations=100_000), start_dir=str(ROOT))
-    server.handle("isready")
-    assert out.lines.get(timeout=300) == "readyok"
-    assert isinstance(server.chooser(), SearchChooser)
-    yield server, out
-    server.run([])  # ends a search still running and closes the model
+    yield from engine_in_process(simulations=100_000)
 
 
 def held_go(engine, fen: str, go: str, error: Exception | None = None) -> list[str]:
