@@ -185,6 +185,12 @@ class SearchChooser:
     milliseconds, a loaded machine), the policy's move is played: the search has nothing yet,
     and the policy is the model's own best guess, one network call away.
 
+    Until `ready` is set (the search's batch shapes still compiling at the engine's start,
+    eval/uci/factories.py), a move on the clock is the policy's, computed first, unless the
+    search becomes ready within the move's time (it then searches for the rest of it); a
+    `go` without a clock (nodes, depth, mate, infinite, ponder) waits for it, `stop` (and
+    `ponderhit`) ending the wait with the policy's move.
+
     A position whose game is already over by the rules though moves are left (a threefold
     repetition, fifty moves, bare kings) has nothing to search: the policy answers it."""
 
@@ -196,12 +202,17 @@ class SearchChooser:
         search: TreeSearch,
         simulations: int,
         seed: int,
+        ready: threading.Event | None = None,
     ):
         self.policy = policy
         self.search = search
         self.simulations = simulations
         self.seed = seed
         self.name = policy.name
+        if ready is None:
+            ready = threading.Event()
+            ready.set()
+        self.ready = ready  # set once every batch shape of the search is compiled
         self._games = 0
         self._restarts = 0  # trees started afresh beside a worker still busy
         self._worker: threading.Thread | None = None
@@ -211,6 +222,10 @@ class SearchChooser:
             return self.policy.choose(board, request)
         control = request.control or SearchControl()
         started = request.started if request.started is not None else time.monotonic()
+        if not self.ready.is_set():
+            early = self._until_ready(board, request, control, started)
+            if early is not None:
+                return early
         self._own_tree()
         self.search.set_position(board)
         runs: list[SearchInfo] = []
@@ -286,6 +301,23 @@ class SearchChooser:
         else:
             deadline = None if request.budget is None else started + request.budget
             run(SearchLimit(sims=sims, deadline=deadline, stop=control.stop, within_deadline=True))
+
+    def _until_ready(
+        self, board: chess.Board, request: MoveRequest, control: SearchControl, started: float
+    ) -> Decision | None:
+        """Waits for the search to be compiled; None once it is (search on), else the
+        policy's move: on the clock, computed first and played when the move is due; without
+        one, at `stop` (or `ponderhit`: the clock runs from there)."""
+        go = request.go
+        clocked = request.budget is not None and not go.ponder
+        policy = self.policy.choose(board, request, valued=False) if clocked else None
+        ends = control.wake if go.ponder else control.stop
+        while not self.ready.wait(WAIT_STEP):
+            if ends.is_set():
+                return policy or self.policy.choose(board, request, valued=False)
+            if clocked and time.monotonic() >= started + request.budget:
+                return policy
+        return None
 
     @staticmethod
     def _wait(done: threading.Event, request: MoveRequest, control, started: float) -> None:
