@@ -14,6 +14,7 @@ empty compile cache.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from typing import Literal, Protocol
 
@@ -28,6 +29,11 @@ from eval.model_files import keep_compilations_on_disk, label
 from eval.uci import threads
 from eval.uci.choosers import AgentChooser, MoveChooser, PolicyChooser, SearchChooser
 from eval.uci.options import DEFAULT_WEIGHTS, UciOptions
+
+# Seconds between the interpreter's thread switches while the search compiles in the
+# background (Python's default is 0.005).
+COMPILE_SWITCH_INTERVAL = 0.0005
+_SWITCH_INTERVAL = sys.getswitchinterval()  # the process's own, restored after
 
 
 class ModelUnavailable(Exception):
@@ -122,11 +128,15 @@ class NeuralFactory:
         models = [model for model in models if model is not None]
 
         def compile_all() -> None:
+            # Tracing holds the interpreter for long stretches: a move played meanwhile
+            # gets it back sooner with a shorter switch interval.
+            sys.setswitchinterval(COMPILE_SWITCH_INTERVAL)
             try:
                 for model in models:
                     self._fix_shapes(model, boards)
                     self._warmed.add(id(model))
             finally:  # a shape that failed to compile fails again in the search, reported
+                sys.setswitchinterval(_SWITCH_INTERVAL)
                 ready.set()
 
         if self.warm_up:

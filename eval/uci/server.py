@@ -1,10 +1,12 @@
 """The UCI protocol loop of the engine (`python -m eval.uci`, eval/uci/command.py).
 
-The model is loaded, and every batch shape a move or a search can need is compiled, at the
-first `isready`, `ucinewgame` or `go`, and after that at each `setoption` that changes it: no
-move waits for XLA. A model that cannot be loaded then leaves the one playing, with one
-`info string error` saying why. `position` keeps the whole move list,
-so the model sees repetitions. The options: eval/uci/options.py.
+The model is loaded, and every batch shape a move can need is compiled, at the first
+`isready`, `ucinewgame` or `go`, and after that at each `setoption` that changes it: no move
+waits for XLA. A search's shapes compile in the background meanwhile, the policy playing
+until they are done (eval/uci/factories.py), so `readyok` comes early even from an empty
+compile cache. A model that cannot be loaded then leaves the one playing, with one `info
+string error` saying why. `position` keeps the whole move list, so the model sees
+repetitions. The options: eval/uci/options.py.
 
 With `Simulations` 0 (the default) it plays the searchless policy and `go` answers at once
 whatever the limits; `go infinite` holds the `bestmove` until `stop`, and `go ponder` holds its
