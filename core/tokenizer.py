@@ -2,7 +2,12 @@
 
 Layout (DESIGN.md): side to move (1), the 64 squares from a8 to h1 with `.` for empty (64),
 castling right-padded with `.` to 4 (`-` -> `....`), en-passant square (2, `-` -> `..`),
-halfmove clock right-padded to 3, fullmove number right-padded to 3.
+halfmove clock right-padded to 3, fullmove number right-padded to 3. A counter the layout
+cannot hold (a game past move 999) is a ValueError naming the FEN, so that data never loses
+it. A model at play reads such a counter as 999 instead (`model_tokens`, `clamp_counters`): it
+has never seen a larger one, and both counters are far past where they could still matter.
+Every path from a FEN to a model at play (model/predictor.py and model/graph_predictor.py:
+the UCI engine, the web board, the search's evaluators) tokenizes through `model_tokens`.
 
 Characters map to a vocabulary of 31 tokens; a character means one token whatever its role
 (`b` is the file b, black to move and a black bishop alike), as in the paper's reference code.
@@ -72,7 +77,7 @@ _CASTLING_CODES = _codes(_VALID_CASTLING, _CASTLING_WIDTH)
 _EN_PASSANT_CODES = _codes(_VALID_EN_PASSANT, 2)
 
 
-def _fixed_width(fen: str) -> str:
+def _fixed_width(fen: str, clamp_counters: bool = False) -> str:
     """The 77-character string whose characters are the tokens, or ValueError naming the FEN."""
     fields = fen.split(" ")  # strict: one space between fields, none around them
     if len(fields) != 6:
@@ -99,11 +104,16 @@ def _fixed_width(fen: str) -> str:
         )
     if en_passant not in _VALID_EN_PASSANT:
         raise ValueError(f"FEN {fen!r}: en-passant field {en_passant!r} is not a square or '-'")
+    counters = []
     for name, value in (("halfmove clock", halfmove), ("fullmove number", fullmove)):
+        if value.isdigit() and value.isascii() and clamp_counters:
+            value = str(min(int(value), MAX_CLOCK))
         if not value.isdigit() or len(value) > _CLOCK_WIDTH or not value.isascii():
             raise ValueError(
                 f"FEN {fen!r}: {name} {value!r} must be a number of at most {_CLOCK_WIDTH} digits"
             )
+        counters.append(value)
+    halfmove, fullmove = counters
     return "".join(
         (
             turn,
@@ -116,18 +126,21 @@ def _fixed_width(fen: str) -> str:
     )
 
 
-def tokenize(fen: str) -> np.ndarray:
+def tokenize(fen: str, clamp_counters: bool = False) -> np.ndarray:
     """One FEN -> int32 array of shape (77,), through the checked per-FEN path (the batch
-    path's fixed cost of a dozen array operations would dominate for one FEN)."""
-    return _LUT[np.frombuffer(_fixed_width(fen).encode("ascii"), dtype=np.uint8)]
+    path's fixed cost of a dozen array operations would dominate for one FEN). With
+    `clamp_counters`, a counter past MAX_CLOCK is read as MAX_CLOCK instead of refused."""
+    text = _fixed_width(fen, clamp_counters)
+    return _LUT[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
 
 
-def tokenize_batch(fens: Sequence[str]) -> np.ndarray:
-    """Many FENs -> int32 array of shape (len(fens), 77).
+def tokenize_batch(fens: Sequence[str], clamp_counters: bool = False) -> np.ndarray:
+    """Many FENs -> int32 array of shape (len(fens), 77); `clamp_counters` as in tokenize.
 
     The fast path lays all FENs out at once with numpy (no Python work per character) and
     validates them as it goes. Anything it rejects is re-checked one FEN at a time, so the
-    error names the offending FEN.
+    error names the offending FEN; with `clamp_counters` a batch holding a counter past three
+    digits (rare: a game past move 999) is tokenized that way, one FEN at a time.
     """
     n = len(fens)
     if n == 0:
@@ -137,10 +150,22 @@ def tokenize_batch(fens: Sequence[str]) -> np.ndarray:
     except (TypeError, UnicodeEncodeError):
         layout = None
     if layout is None:
+        if clamp_counters:
+            return np.stack([tokenize(fen, clamp_counters=True) for fen in fens])
         for fen in fens:
             _fixed_width(fen)  # raises ValueError naming the first bad FEN
         raise AssertionError("fast tokenizer path rejected FENs the checked path accepts")
     return _LUT[layout]
+
+
+def model_tokens(fens: Sequence[str]) -> np.ndarray:
+    """The (len(fens), 77) tokens a model at play reads: counters past MAX_CLOCK read as
+    MAX_CLOCK. A few FENs (a move in play) take the checked single path, whose cost is less
+    than the batch path's fixed dozen array operations."""
+    if len(fens) > 8:
+        return tokenize_batch(fens, clamp_counters=True)
+    rows = [tokenize(fen, clamp_counters=True) for fen in fens]
+    return np.stack(rows) if rows else np.zeros((0, SEQUENCE_LENGTH), dtype=np.int32)
 
 
 def _gather(raw: np.ndarray, start: np.ndarray, length: np.ndarray, width: int):

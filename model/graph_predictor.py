@@ -22,7 +22,7 @@ import numpy as np
 from core import bins
 from core.actions import NUM_ACTIONS, indices_to_moves, moves_to_indices
 from core.targets import target_kind
-from core.tokenizer import SEQUENCE_LENGTH, fen_from_tokens, tokenize, tokenize_batch
+from core.tokenizer import SEQUENCE_LENGTH, fen_from_tokens, model_tokens
 from model import graph, network
 from model.config import Config, ModelConfig, TrainConfig
 from model.devices import compute_dtype, resolve_dtype
@@ -83,13 +83,7 @@ class GraphRunner:
         if graphs is None:
             graphs = graph.encode_fens(fens)
         fn: Callable = self._both if both else self._log_probs
-        # One board (as in play): the checked single path; the batch path's fixed cost of a
-        # dozen array operations is more than its work for a few FENs.
-        states = (
-            tokenize_batch(list(fens))
-            if len(fens) > 8
-            else np.stack([tokenize(fen) for fen in fens]).reshape(len(fens), -1)
-        )
+        states = model_tokens(list(fens))
         counts = graphs.edge_counts()
         results: list = [None] * len(fens)
         for index, size, width in self._calls(counts):

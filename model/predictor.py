@@ -13,7 +13,6 @@
     p.warm_up(max_boards=1)        # compile now every batch shape move_values can need
     p.fix_shapes(max_boards=8)     # only a few shapes from now on, all compiled now
     legal_move_probs(row, moves)   # BC: one move_log_probs row as move_values scores it
-    model_fen(board)               # the FEN the model reads for a board (counters clamped)
 
 All win probabilities are from the view of the side to move of the board given. Rows from
 all boards go through the network together in chunks of at most `max_batch`, each padded
@@ -25,8 +24,8 @@ model of the gateau backbone (model/gateau.py) takes whole boards instead, `max_
 a call (model/graph_predictor.py): a board's move values are one network pass.
 
 A board whose halfmove clock or fullmove number exceeds the tokenizer's three digits (a game
-past move 999, or a FEN that says so) is read with that counter clamped to 999: the model
-has never seen a larger one, and both are far past where they could still matter.
+past move 999, or a FEN that says so) is read with that counter clamped to 999: every FEN
+is tokenized by core.tokenizer.model_tokens, the one place that clamps.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ import numpy as np
 from core import bins
 from core.actions import NUM_ACTIONS, legal_actions, moves_to_indices
 from core.targets import AV, BC, SV, TargetKind
-from core.tokenizer import MAX_CLOCK, SEQUENCE_LENGTH, tokenize_batch
+from core.tokenizer import SEQUENCE_LENGTH, model_tokens
 from model.config import Config, ModelConfig, TrainConfig
 from model.devices import compute_dtype, resolve_dtype
 from model.graph_predictor import GraphRunner
@@ -108,17 +107,6 @@ def _compiled(model: ModelConfig, target: str, num_bins: int, dtype: str):
         return bins.expected_value(one_board(params, states, actions))
 
     return jax.jit(log_probs), jax.jit(values), jax.jit(both), jax.jit(board_values)
-
-
-def model_fen(board: chess.Board) -> str:
-    """The board's FEN as the model reads it: counters above the tokenizer's MAX_CLOCK are
-    clamped to it (the tokenizer itself refuses them, so that data never loses them)."""
-    if board.fullmove_number <= MAX_CLOCK and board.halfmove_clock <= MAX_CLOCK:
-        return board.fen()
-    clamped = board.copy(stack=False)
-    clamped.fullmove_number = min(clamped.fullmove_number, MAX_CLOCK)
-    clamped.halfmove_clock = min(clamped.halfmove_clock, MAX_CLOCK)
-    return clamped.fen()
 
 
 class TargetError(ValueError):
@@ -343,7 +331,7 @@ class Predictor:
             return [np.zeros(0, np.float32) for _ in fens]
         if self._graph is not None:
             return self._graph.action_values(self.params, list(fens), moves)
-        states = np.repeat(tokenize_batch(list(fens)), lengths, axis=0)
+        states = np.repeat(model_tokens(list(fens)), lengths, axis=0)
         actions = moves_to_indices(np.concatenate([np.asarray(m, dtype=str) for m in moves]))
         values = self._run(self._scoring_fn(), states, actions, board_rows=lengths)
         return np.split(values, np.cumsum(lengths)[:-1])
@@ -355,7 +343,7 @@ class Predictor:
             return np.zeros(0, np.float32)
         if self._graph is not None:
             return self._graph.state_values(self.params, list(fens))
-        return self._run(self._values, tokenize_batch(list(fens)), None)
+        return self._run(self._values, model_tokens(list(fens)), None)
 
     def move_log_probs(self, fens: Sequence[str]) -> np.ndarray:
         """BC: (N, 1968) log-probabilities over the whole action space (legal or not)."""
@@ -364,7 +352,7 @@ class Predictor:
             return np.zeros((0, NUM_ACTIONS), np.float32)
         if self._graph is not None:
             return self._graph.move_log_probs(self.params, list(fens))
-        return self._run(self._log_probs, tokenize_batch(list(fens)), None)
+        return self._run(self._log_probs, model_tokens(list(fens)), None)
 
     # --- any target: a score per legal move --------------------------------------------
 
@@ -385,7 +373,7 @@ class Predictor:
             return self._graph.move_values(self.params, boards)  # one pass per board
         legal = [legal_actions(board) for board in boards]
         if score == "move_value":
-            scores = self.action_values([model_fen(b) for b in boards], legal)
+            scores = self.action_values([b.fen() for b in boards], legal)
         elif score == "successor_value":
             scores = self._successor_scores(boards, legal)
         else:
@@ -410,7 +398,7 @@ class Predictor:
                 elif after.is_stalemate() or after.is_insufficient_material():
                     scores[j] = 0.5
                 else:
-                    fens.append(model_fen(after))
+                    fens.append(after.fen())
                     where.append((i, j))
             fixed.append(scores)
         if fens:
@@ -420,7 +408,7 @@ class Predictor:
         return fixed
 
     def _policy_scores(self, boards, legal) -> list[np.ndarray]:
-        log_probs = self.move_log_probs([model_fen(b) for b in boards])
+        log_probs = self.move_log_probs([b.fen() for b in boards])
         return [legal_move_probs(row, moves) for row, moves in zip(log_probs, legal, strict=True)]
 
 

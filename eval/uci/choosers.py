@@ -31,6 +31,7 @@ from eval.agent_base import Agent
 from eval.engines import NeuralAgent, pick_index
 from eval.mcts import SearchInfo, SearchLimit, TreeSearch
 from eval.uci.go import GoParams
+from eval.uci.info import mate_in
 
 # Seconds between the info lines of a running search.
 INFO_EVERY = 1.0
@@ -39,10 +40,10 @@ INFO_EVERY = 1.0
 # `ponderhit` are answered within 100 ms whatever the batch is doing.
 WAIT_STEP = 0.005
 STOP_GRACE = 0.03
-
-
-class SearchLate(RuntimeError):
-    """The search had nothing to answer with when its move was due."""
+# `go depth N` searches at most DEPTH_BASE ** N playouts (depth 3: 64, 5: 1024, 7: 16384);
+# past MAX_DEPTH the playouts are capped by Simulations anyway.
+DEPTH_BASE = 4
+MAX_DEPTH = 16
 
 
 class SearchControl:
@@ -127,7 +128,9 @@ class PolicyChooser:
         self.value_error: str | None = None  # why the value model asked for is not used
         self._rng = np.random.default_rng(seed)
 
-    def choose(self, board: chess.Board, request: MoveRequest) -> Decision:
+    def choose(self, board: chess.Board, request: MoveRequest, valued: bool = True) -> Decision:
+        """The policy's move; `valued` False skips a BC policy's value model (one network
+        call less, for a move already late)."""
         moves, scores = self.agent.scored_moves(board)
         candidates = [
             i
@@ -138,7 +141,7 @@ class PolicyChooser:
         i = candidates[pick]
         move = chess.Move.from_uci(moves[i])
         value = float(scores[i]) if self.agent.target in VALUE_TARGETS else None
-        if value is None and self.value_model is not None:
+        if value is None and valued and self.value_model is not None:
             value = move_value(self.value_model, board, move)
         return Decision(move, win_prob=value, nodes=len(moves))
 
@@ -149,11 +152,25 @@ class PolicyChooser:
         self.agent.close()
 
 
+def playouts_for(go: GoParams, simulations: int) -> int:
+    """The most playouts a `go` may take: `nodes`, else `simulations` (the option), and no
+    more than DEPTH_BASE ** `depth` for `go depth` (a search has no depth to reach, so a
+    depth is read as a budget: each level of a tree a few moves wide asks for a few times the
+    playouts of the one above)."""
+    sims = max(0, go.nodes) if go.nodes is not None else simulations
+    if go.depth is not None:
+        sims = min(sims, DEPTH_BASE ** max(1, min(go.depth, MAX_DEPTH)))
+    return sims
+
+
 class SearchChooser:
     """The model searching with PUCT or search-contempt before each move, the tree kept
     between the moves of a game (eval/mcts.py). A move's limit comes from its `go`:
 
     - `nodes N`: N playouts; otherwise at most `simulations` (the Simulations option);
+    - `depth N`: at most DEPTH_BASE ** N playouts of those (playouts_for);
+    - `mate N`: until the search finds a mate in N moves or fewer (the info line's `score
+      mate`), else as without it;
     - `movetime` or the clocks: the time budget too (eval/uci/go.py), whichever ends first,
       and no batch is started that would end past it;
     - `infinite`: until `stop`; `ponder`: up to the playouts above until `ponderhit`, then on
@@ -163,6 +180,16 @@ class SearchChooser:
     a batch is still running (compiling, or a loaded machine), the move is answered from the
     tree as it stands and the batch finishes on its own; the next search then grows a tree
     of its own. A full tree (`Hash`) ends the search early.
+
+    When the move is due before the search has evaluated its root (a clock of a few
+    milliseconds, a loaded machine), the policy's move is played: the search has nothing yet,
+    and the policy is the model's own best guess, one network call away.
+
+    Until `ready` is set (the search's batch shapes still compiling at the engine's start,
+    eval/uci/factories.py), a move on the clock is the policy's, computed first, unless the
+    search becomes ready within the move's time (it then searches for the rest of it); a
+    `go` without a clock (nodes, depth, mate, infinite, ponder) waits for it, `stop` (and
+    `ponderhit`) ending the wait with the policy's move.
 
     A position whose game is already over by the rules though moves are left (a threefold
     repetition, fifty moves, bare kings) has nothing to search: the policy answers it."""
@@ -175,12 +202,17 @@ class SearchChooser:
         search: TreeSearch,
         simulations: int,
         seed: int,
+        ready: threading.Event | None = None,
     ):
         self.policy = policy
         self.search = search
         self.simulations = simulations
         self.seed = seed
         self.name = policy.name
+        if ready is None:
+            ready = threading.Event()
+            ready.set()
+        self.ready = ready  # set once every batch shape of the search is compiled
         self._games = 0
         self._restarts = 0  # trees started afresh beside a worker still busy
         self._worker: threading.Thread | None = None
@@ -190,6 +222,10 @@ class SearchChooser:
             return self.policy.choose(board, request)
         control = request.control or SearchControl()
         started = request.started if request.started is not None else time.monotonic()
+        if not self.ready.is_set():
+            early = self._until_ready(board, request, control, started)
+            if early is not None:
+                return early
         self._own_tree()
         self.search.set_position(board)
         runs: list[SearchInfo] = []
@@ -198,7 +234,7 @@ class SearchChooser:
 
         def work() -> None:
             try:
-                self._search(request, control, started, runs, answered)
+                self._search(board, request, control, started, runs, answered)
             except BaseException as e:  # re-raised below, in the engine's search thread
                 failed.append(e)
             finally:
@@ -210,26 +246,47 @@ class SearchChooser:
         answered.set()  # a worker still busy reports no more
         if failed:
             raise failed[0]
-        if not self.search.root.expanded:
-            raise SearchLate("the position was not evaluated within the time of the move")
+        if not self.search.root.expanded:  # nothing searched yet: the model's own move
+            return self.policy.choose(board, request, valued=False)
         return self._decision(request.allowed, runs + ([] if done.is_set() else [None]))
 
-    def _search(self, request: MoveRequest, control, started: float, runs: list, answered) -> None:
+    def _search(
+        self,
+        board: chess.Board,
+        request: MoveRequest,
+        control,
+        started: float,
+        runs: list,
+        answered,
+    ) -> None:
         """The search of one `go`, run in the worker thread: each run's info into `runs`,
-        its progress to `request.on_info` until the move is `answered`."""
+        its progress to `request.on_info` until the move is `answered`. With `go mate N` it
+        looks after every batch for a mate in N or fewer and stops there (`control.stop`)."""
         go = request.go
-        sims = max(0, go.nodes) if go.nodes is not None else self.simulations
+        sims = playouts_for(go, self.simulations)
+        mate = go.mate if go.mate is not None and go.mate > 0 else None
+        reported = [started]  # when an info line last went out
 
         def run(limit: SearchLimit) -> None:
             done = sum(info.playouts for info in runs)
 
             def on_info(info: SearchInfo) -> None:
+                if mate is not None and info.pv:
+                    found = mate_in(board, list(info.pv), info.win_prob, exact=True)
+                    if found is not None and 0 < found <= mate:
+                        control.stop.set()  # the move is found: answer now
+                now = time.monotonic()
+                if now - reported[0] < INFO_EVERY:
+                    return
+                reported[0] = now
                 if request.on_info is not None and not answered.is_set():
                     request.on_info(dataclasses.replace(info, playouts=info.playouts + done))
 
-            # The engine reports the final state itself, with the move it plays.
+            # The engine reports the final state itself, with the move it plays; a mate
+            # search looks at every batch.
+            every = 0.0 if mate is not None else INFO_EVERY
             runs.append(
-                self.search.run(limit, on_info=on_info, info_every=INFO_EVERY, info_at_end=False)
+                self.search.run(limit, on_info=on_info, info_every=every, info_at_end=False)
             )
 
         if go.infinite:
@@ -244,6 +301,23 @@ class SearchChooser:
         else:
             deadline = None if request.budget is None else started + request.budget
             run(SearchLimit(sims=sims, deadline=deadline, stop=control.stop, within_deadline=True))
+
+    def _until_ready(
+        self, board: chess.Board, request: MoveRequest, control: SearchControl, started: float
+    ) -> Decision | None:
+        """Waits for the search to be compiled; None once it is (search on), else the
+        policy's move: on the clock, computed first and played when the move is due; without
+        one, at `stop` (or `ponderhit`: the clock runs from there)."""
+        go = request.go
+        clocked = request.budget is not None and not go.ponder
+        policy = self.policy.choose(board, request, valued=False) if clocked else None
+        ends = control.wake if go.ponder else control.stop
+        while not self.ready.wait(WAIT_STEP):
+            if ends.is_set():
+                return policy or self.policy.choose(board, request, valued=False)
+            if clocked and time.monotonic() >= started + request.budget:
+                return policy
+        return None
 
     @staticmethod
     def _wait(done: threading.Event, request: MoveRequest, control, started: float) -> None:

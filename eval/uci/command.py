@@ -6,10 +6,12 @@ fastchess or lichess-bot.
     python -m eval.uci --checkpoint runs/small     # the same
 
 A relative model path is looked for in the directory the engine was started from, then in
-the project's checkout (core/paths.py), so a GUI may start it from anywhere. With no model
-to be had the engine still runs: `isready` reports `info string error: no model ...` and each
-`go` says so again and plays a uniformly random legal move, so that a GUI or tournament
-carries on instead of losing the engine.
+the project's checkout (core/paths.py), so a GUI may start it from anywhere. A `--checkpoint`
+that is not found is an error at start-up (one line naming it, status 2): a tournament would
+otherwise score a random mover under the model's name. With `--allow-missing-model`, and
+where the default model is absent, the engine runs without one: `isready` reports `info
+string error: no model ...` and each `go` says so again and plays a uniformly random legal
+move, so that a GUI or tournament carries on instead of losing the engine.
 
 `quit` or the end of input ends the engine with status 0; Ctrl-C (SIGINT) prints one line
 and exits with 130. What the engine answers: eval/uci/server.py; its options:
@@ -30,6 +32,7 @@ from eval.uci.options import DEFAULT_WEIGHTS, UciError, UciOptions, find_option,
 from eval.uci.server import ENGINE_NAME, UciServer
 
 EXIT_INTERRUPTED = 130
+EXIT_USAGE = 2  # argparse's, for an argument that names nothing
 
 
 def _rows_per_pass(text: str) -> int | None | str:
@@ -51,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         "Relative paths: from the start directory, else from the project's checkout",
     )
     source.add_argument("--agent", help=argparse.SUPPRESS)  # any agent spec, for tests
+    parser.add_argument(
+        "--allow-missing-model",
+        action="store_true",
+        help="start even if --checkpoint is not found, playing random legal moves until "
+        "WeightsFile names a model (an error otherwise)",
+    )
     parser.add_argument("--engine", default=None, help=argparse.SUPPRESS)
     # For bench/uci.py: the engine without its warm-up, and the predictor's row passes
     # ("none": padded buckets, as on an accelerator).
@@ -91,6 +100,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         name = f"{ENGINE_NAME} {label(resolved.path)}" if resolved.path else ENGINE_NAME
         if resolved.path is None and args.checkpoint:
+            if not args.allow_missing_model:
+                print(
+                    f"searchless-uci: error: checkpoint {resolved.describe_missing()}; name an "
+                    "existing run or checkpoint (--allow-missing-model starts without one)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return EXIT_USAGE
             print(
                 f"searchless-uci: error: checkpoint {resolved.describe_missing()}; running "
                 "without a model until WeightsFile names one",

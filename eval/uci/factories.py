@@ -3,11 +3,19 @@ model, AgentFactory for the hidden --agent of the tests. NeuralFactory loads eac
 UseEMA) once, compiling every batch shape a move can need, and starts XLA's thread pools with
 `Threads` threads (eval/uci/threads.py). A factory that has no model to give raises
 ModelUnavailable, and the engine plays on with the random mover.
+
+With a search (Simulations > 0) the chooser is returned once the policy is compiled: the
+search's shapes (and the value model's) compile in a thread of their own, and the chooser's
+`ready` is set when they are done (eval/uci/choosers.SearchChooser plays the policy's moves
+until then). So `readyok` comes within the time GUIs allow a starting engine, even with an
+empty compile cache.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
+import threading
 from typing import Literal, Protocol
 
 import chess
@@ -21,6 +29,11 @@ from eval.model_files import keep_compilations_on_disk, label
 from eval.uci import threads
 from eval.uci.choosers import AgentChooser, MoveChooser, PolicyChooser, SearchChooser
 from eval.uci.options import DEFAULT_WEIGHTS, UciOptions
+
+# Seconds between the interpreter's thread switches while the search compiles in the
+# background (Python's default is 0.005).
+COMPILE_SWITCH_INTERVAL = 0.0005
+_SWITCH_INTERVAL = sys.getswitchinterval()  # the process's own, restored after
 
 
 class ModelUnavailable(Exception):
@@ -47,6 +60,7 @@ class NeuralFactory:
         self.runtime_threads: int | None = None  # threads XLA's pools were made with
         self._predictors: dict[tuple[str, bool], object] = {}
         self._fixed: dict[int, int] = {}  # id(predictor) -> boards per call its shapes fit
+        self._warmed: set[int] = set()  # id(predictor) of those compiled for play
 
     def __call__(self, options: UciOptions) -> MoveChooser:
         resolved = resolve_path(options.weights or DEFAULT_WEIGHTS, self.start_dir)
@@ -56,6 +70,8 @@ class NeuralFactory:
                 "or setoption name WeightsFile value PATH"
             )
         predictor = self._load(resolved.path, options)
+        # The value model of a search compiles with the search's shapes, off the start.
+        value_warm = options.simulations == 0
         agent = NeuralAgent(
             predictor,
             temperature=options.temperature,
@@ -63,7 +79,7 @@ class NeuralFactory:
             repetition_workaround=options.repetition_workaround,
             name=label(resolved.path),
         )
-        value_model, note = self._value_model(predictor, options)
+        value_model, note = self._value_model(predictor, options, value_warm)
         policy = PolicyChooser(agent, options.seed, value_model)
         policy.warning = policy.value_error = note
         if options.simulations == 0:
@@ -75,9 +91,7 @@ class NeuralFactory:
         except ValueError as e:  # a BC model without a value model: its policy plays
             policy.warning = f"Simulations {options.simulations} ignored: {e}"
             return policy
-        for model in (predictor, value_model):
-            if model is not None:
-                self._fix_shapes(model, options.search_batch)
+        ready = self._compile_search([predictor, value_model], options.search_batch)
         config = SearchConfig(
             cpuct=options.cpuct,
             batch=options.search_batch,
@@ -85,9 +99,9 @@ class NeuralFactory:
             max_nodes=max_nodes_for(options.hash_mb),
         )
         search = TreeSearch(evaluator, config, np.random.default_rng(options.seed))
-        return SearchChooser(policy, search, options.simulations, options.seed)
+        return SearchChooser(policy, search, options.simulations, options.seed, ready)
 
-    def _value_model(self, predictor, options: UciOptions):
+    def _value_model(self, predictor, options: UciOptions, warm: bool = True):
         """(the value model, None) beside a BC policy (UciOptions.value_model_path); (None,
         why not) when it cannot be used; (None, None) beside an AV or SV model, which values
         moves itself, or where there is none."""
@@ -99,12 +113,37 @@ class NeuralFactory:
         if resolved.path is None:
             return None, (f"no value model: {resolved.describe_missing()}" if named else None)
         try:
-            value_model = self._load(resolved.path, options)
+            value_model = self._load(resolved.path, options, warm)
         except ModelUnavailable as e:
             return None, str(e)
         if not value_model.config.target_kind.value_head:
             return None, f"ValueFile {resolved.path!r} is a BC model, not an AV or SV one"
         return value_model, None
+
+    def _compile_search(self, models: list, boards: int) -> threading.Event:
+        """Fixes the models' search shapes now and compiles them in a thread of its own
+        (at once without warm-up); the event is set when they are compiled. A model's
+        1-board shapes come first: the value model's score of a policy move needs them."""
+        ready = threading.Event()
+        models = [model for model in models if model is not None]
+
+        def compile_all() -> None:
+            # Tracing holds the interpreter for long stretches: a move played meanwhile
+            # gets it back sooner with a shorter switch interval.
+            sys.setswitchinterval(COMPILE_SWITCH_INTERVAL)
+            try:
+                for model in models:
+                    self._fix_shapes(model, boards)
+                    self._warmed.add(id(model))
+            finally:  # a shape that failed to compile fails again in the search, reported
+                sys.setswitchinterval(_SWITCH_INTERVAL)
+                ready.set()
+
+        if self.warm_up:
+            threading.Thread(target=compile_all, name="search-compile", daemon=True).start()
+        else:
+            compile_all()
+        return ready
 
     def _fix_shapes(self, predictor, boards: int) -> None:
         """Fixes the model's batch shapes for `boards` leaves per network call and compiles
@@ -114,8 +153,15 @@ class NeuralFactory:
             predictor.fix_shapes(boards, compile_now=self.warm_up)
             self._fixed[id(predictor)] = boards
 
-    def _load(self, path: str, options: UciOptions):
+    def _load(self, path: str, options: UciOptions, warm: bool = True):
+        """The model at `path`, loaded once; with `warm` (and warm-up on) its shapes for
+        one board a move are compiled before it is returned."""
         key = (path, options.use_ema)
+        if key in self._predictors and warm and self.warm_up:
+            predictor = self._predictors[key]
+            if id(predictor) not in self._warmed:  # loaded for a search still compiling
+                predictor.warm_up(max_boards=1)
+                self._warmed.add(id(predictor))
         if key not in self._predictors:
             # JAX is imported here, not at the top: `uci` must be answered in the
             # handshake's few seconds, and the test agents (--agent) never need it.
@@ -129,9 +175,10 @@ class NeuralFactory:
                     predictor = Predictor.from_checkpoint(
                         path, use_ema=options.use_ema, rows_per_pass=self.rows_per_pass
                     )
-                    if self.warm_up:
+                    if self.warm_up and warm:
                         predictor.warm_up(max_boards=1)  # one board per move
-                    else:  # as the engine did before the warm-up: the first move's shape
+                        self._warmed.add(id(predictor))
+                    elif not self.warm_up:  # as before the warm-up: the first move's shape
                         predictor.move_values([chess.Board()])
             # A user's file can fail to load in as many ways as orbax and JAX have errors;
             # whichever it is, the engine must report it and stay up.

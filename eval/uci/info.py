@@ -23,24 +23,34 @@ def wdl_per_mille(p: float) -> tuple[int, int, int]:
     return wins, 0, 1000 - wins
 
 
-def score_words(board: chess.Board, pv: list[chess.Move], win_prob: float | None, exact: bool):
-    """The `score ...` words of an info line (none without a value) and the WDL per mille.
-    `score mate 1` for a first move that mates; with `exact` (a search's value, exact for
-    lines the rules end), `score mate N` also for a pv ending in mate whose value is a sure
-    win (N > 0) or loss (N < 0)."""
+def mate_in(
+    board: chess.Board, pv: list[chess.Move], win_prob: float | None, exact: bool
+) -> int | None:
+    """The moves to mate (N > 0: the mover mates; N < 0: it is mated) the line reports, if
+    it reports one: 1 for a first move that mates; with `exact` (a search's value, exact for
+    lines the rules end), also a pv ending in mate whose value is a sure win or loss."""
     after = board.copy(stack=False)
     after.push(pv[0])
     if after.is_checkmate():
-        return "score mate 1", (1000, 0, 0)
+        return 1
+    if not exact or win_prob not in (0.0, 1.0):
+        return None
+    for move in pv[1:]:
+        after.push(move)
+    plies = len(pv)
+    if after.is_checkmate() and (plies % 2 == 1) == (win_prob == 1.0):
+        return (plies + 1) // 2 if win_prob == 1.0 else -(plies // 2)
+    return None
+
+
+def score_words(board: chess.Board, pv: list[chess.Move], win_prob: float | None, exact: bool):
+    """The `score ...` words of an info line (none without a value) and the WDL per mille:
+    `score mate N` where mate_in finds one, else `score cp X`."""
+    mate = mate_in(board, pv, win_prob, exact)
+    if mate is not None:
+        return f"score mate {mate}", (1000, 0, 0) if mate > 0 else (0, 0, 1000)
     if win_prob is None:
         return None, None
-    if exact and win_prob in (0.0, 1.0):
-        for move in pv[1:]:
-            after.push(move)
-        plies = len(pv)
-        if after.is_checkmate() and (plies % 2 == 1) == (win_prob == 1.0):
-            mate = (plies + 1) // 2 if win_prob == 1.0 else -(plies // 2)
-            return f"score mate {mate}", (1000, 0, 0) if mate > 0 else (0, 0, 1000)
     return f"score cp {win_prob_to_cp(win_prob)}", wdl_per_mille(win_prob)
 
 

@@ -1,23 +1,29 @@
 """The UCI protocol loop of the engine (`python -m eval.uci`, eval/uci/command.py).
 
-The model is loaded, and every batch shape a move or a search can need is compiled, at the
-first `isready`, `ucinewgame` or `go`, and after that at each `setoption` that changes it: no
-move waits for XLA. A model that cannot be loaded then leaves the one playing, with one
-`info string error` saying why. `position` keeps the whole move list,
-so the model sees repetitions. The options: eval/uci/options.py.
+The model is loaded, and every batch shape a move can need is compiled, at the first
+`isready`, `ucinewgame` or `go`, and after that at each `setoption` that changes it: no move
+waits for XLA. A search's shapes compile in the background meanwhile, the policy playing
+until they are done (eval/uci/factories.py), so `readyok` comes early even from an empty
+compile cache. A model that cannot be loaded then leaves the one playing, with one `info
+string error` saying why. `position` keeps the whole move list, so the model sees
+repetitions. The options: eval/uci/options.py.
 
 With `Simulations` 0 (the default) it plays the searchless policy and `go` answers at once
 whatever the limits; `go infinite` holds the `bestmove` until `stop`, and `go ponder` holds its
 info line and `bestmove` until `ponderhit` or `stop`. With `Simulations` N > 0 it searches
 (eval/mcts.py, eval/uci/choosers.SearchChooser) in a thread of its own, reading `stop`,
-`ponderhit` and `isready` meanwhile: `go nodes M` runs M playouts, otherwise at most N, and
-`go movetime` or the clocks (eval/uci/go.time_budget, Move Overhead kept back) end it sooner;
-`go infinite` searches until `stop`, `go ponder` until `ponderhit` (then on the clock) or
-`stop`; a batch still running when the move is due (or at `stop`) is left to finish while the
-move is answered from the tree. It sends an info line a second and a last one with the move;
-the tree (bounded by `Hash`) is kept between the moves of a game (`ucinewgame`, or a position
-not continuing the game, starts a new one).
-Any other command during a search ends it first, with its `bestmove`.
+`ponderhit` and `isready` meanwhile: `go nodes M` runs M playouts, otherwise at most N
+(`go depth D`: at most 4^D of them), `go mate M` ends at a mate in M found, and `go movetime`
+or the clocks (eval/uci/go.time_budget, Move Overhead kept back) end it sooner; `go infinite`
+searches until `stop`, `go ponder` until `ponderhit` (then on the clock) or `stop`; a batch
+still running when the move is due (or at `stop`) is left to finish while the move is
+answered from the tree, or by the policy where the tree has nothing yet. A random legal move
+is played only where no model answers at all (none loaded, or its policy failing too). It
+sends an info line a second and a last one with the move; the tree (bounded by `Hash`) is
+kept between the moves of a game (`ucinewgame`, or a position not continuing the game,
+starts a new one). A `setoption` during a search is applied once the search has ended (as
+Stockfish does); any other command but `isready`, `stop` and `ponderhit` ends it first, with
+its `bestmove`.
 
 With `Ponder` on, `bestmove` names the reply expected (`bestmove e2e4 ponder e7e5`): the
 model's, or the search's most visited. The info line (eval/uci/info.py) gives the move's value
@@ -30,7 +36,7 @@ Malformed input (an unknown command, an illegal move or bad FEN in `position`, a
 value, a bad `go` parameter) is answered with `info string error: ...` and the engine keeps
 running: a `position` with an error leaves the previous position, a rejected `setoption`
 the previous value, and every `go` gets its `bestmove`. A board's halfmove clock or fullmove
-number above 999 is read by the model as 999 (model/predictor.py).
+number above 999 is read by the model as 999 (core/tokenizer.py).
 
 The protocol loop (`UciServer`) takes any factory of move choosers (eval/uci/factories.py), so
 it is tested with the real random and Stockfish agents (the hidden `--agent SPEC` flag) as well
@@ -99,6 +105,7 @@ class UciServer:
         self._chooser_error: str | None = None  # why the chooser is the no-model fallback
         self._held: list[str] = []  # output of `go ponder`/`go infinite` awaiting stop
         self._search: _Search | None = None  # the running search of a searching chooser
+        self._deferred: list[str] = []  # `setoption` lines sent during the search
         self._lock = threading.Lock()  # the search thread writes too
 
     # --- output --------------------------------------------------------------------------
@@ -164,12 +171,26 @@ class UciServer:
             return chooser.choose(board.copy(), request)
         # The GUI waits for a bestmove whatever went wrong inside the model: answer it.
         except Exception as e:
-            self.error(
-                f"{chooser.name} failed on {board.fen()!r} ({type(e).__name__}: {e}); "
-                "playing a random legal move"
-            )
-            moves = sorted(request.allowed or board.legal_moves, key=lambda m: m.uci())
-            return Decision(random.Random(self.options.seed).choice(moves))
+            return self._fallback(chooser, board, request, e)
+
+    def _fallback(
+        self, chooser: MoveChooser, board: chess.Board, request: MoveRequest, failure: Exception
+    ) -> Decision:
+        """The move when `chooser` failed with `failure`: its policy's where a search failed
+        and the policy still answers; a random legal one only where no model answers."""
+        why = f"{chooser.name} failed on {board.fen()!r} ({type(failure).__name__}: {failure})"
+        policy = _policy_of(chooser)
+        if policy is not chooser:
+            try:
+                decision = policy.choose(board.copy(), request)
+            except Exception as e:  # the model itself fails: nothing of it can answer
+                why += f", and its policy too ({type(e).__name__}: {e})"
+            else:
+                self.error(f"{why}; playing the policy's move")
+                return decision
+        self.error(f"{why}; playing a random legal move")
+        moves = sorted(request.allowed or board.legal_moves, key=lambda m: m.uci())
+        return Decision(random.Random(self.options.seed).choice(moves))
 
     def _ponder_move(self, board: chess.Board, move: chess.Move) -> chess.Move | None:
         """The reply the chooser expects, when the game goes on after `move`."""
@@ -349,12 +370,7 @@ class UciServer:
             decision = chooser.choose(board.copy(), request)
         # The GUI waits for a bestmove whatever went wrong inside the model: answer it.
         except Exception as e:
-            self.error(
-                f"{chooser.name} failed on {board.fen()!r} ({type(e).__name__}: {e}); "
-                "playing a random legal move"
-            )
-            moves = sorted(request.allowed or board.legal_moves, key=lambda m: m.uci())
-            decision = Decision(random.Random(self.options.seed).choice(moves))
+            decision = self._fallback(chooser, board, request, e)
         pv = list(decision.pv) or [decision.move]
         ponder = decision.ponder if self.options.ponder else None
         secs = time.monotonic() - request.started
@@ -363,12 +379,16 @@ class UciServer:
             request.control.wake.wait()  # UCI: no bestmove before stop or ponderhit
         self.send(f"bestmove {decision.move.uci()}" + (f" ponder {ponder.uci()}" if ponder else ""))
 
-    def _finish_search(self) -> None:
-        """Stops the running search, if any, and waits for its `bestmove`."""
+    def _finish_search(self, apply_options: bool = True) -> None:
+        """Stops the running search, if any, and waits for its `bestmove`; then applies the
+        options set meanwhile (not when the engine quits: nothing would use them)."""
         search, self._search = self._search, None
         if search is not None:
             search.control.request_stop()
             search.thread.join()
+        deferred, self._deferred = self._deferred, []
+        for line in deferred if apply_options else ():
+            self.handle(line)
 
     def cmd_debug(self, args: list[str], rest: str) -> None:
         pass  # no debug output to switch
@@ -387,9 +407,15 @@ class UciServer:
             if tokens:
                 self.error(f"unknown command {tokens[0]!r}")
             return True
+        if self._search is not None and not self._search.thread.is_alive():
+            self._finish_search()  # it has answered: what waits for its end can go on
+        if self._search is not None and tokens[start] == "setoption":
+            # Stockfish's way: the search goes on with the options it started with.
+            self._deferred.append(line)
+            return True
         if self._search is not None and tokens[start] not in _WHILE_SEARCHING:
             # UCI sends these only after `stop`; a GUI that does not gets the answer first.
-            self._finish_search()
+            self._finish_search(apply_options=tokens[start] != "quit")
         if tokens[start] == "quit":
             return False
         if start:
@@ -408,7 +434,7 @@ class UciServer:
                 if not self.handle(line):
                     break
         finally:
-            self._finish_search()
+            self._finish_search(apply_options=False)
             self.close()
 
 

@@ -70,6 +70,22 @@ def test_empty_batch():
     assert tokenize_batch([]).shape == (0, SEQUENCE_LENGTH)
 
 
+@pytest.mark.parametrize("counters", ["0 1000", "1000 1", "1200 123456789", "0999 1000"])
+def test_counters_past_three_digits_are_read_as_999_when_asked(counters):
+    late = f"4k3/8/8/8/8/8/4P3/4K3 b - - {counters}"
+    clamped = " ".join(str(min(int(c), 999)) for c in counters.split())
+    expected = tokenize(f"4k3/8/8/8/8/8/4P3/4K3 b - - {clamped}")
+    assert tokenize(late, clamp_counters=True).tolist() == expected.tolist()
+    # The vectorised path too, a late board among ordinary ones.
+    batch = tokenize_batch([chess.STARTING_FEN, late, chess.STARTING_FEN], clamp_counters=True)
+    assert batch[1].tolist() == expected.tolist()
+    assert batch[0].tolist() == batch[2].tolist() == tokenize(chess.STARTING_FEN).tolist()
+    assert fen_from_tokens(batch[1]).endswith(clamped)
+    # Clamping never lets through what the layout cannot hold otherwise.
+    with pytest.raises(ValueError, match="fullmove"):
+        tokenize_batch([late.replace(counters, "0 -5")], clamp_counters=True)
+
+
 @pytest.mark.parametrize(
     "fen, reason",
     [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import pathlib
 import subprocess
 import sys
@@ -329,6 +330,7 @@ def run_engine(argv: list[str], lines: list[str], cwd) -> subprocess.CompletedPr
         text=True,
         timeout=600,
         cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's engine, from anywhere
     )
 
 
@@ -349,9 +351,18 @@ def test_with_no_model_anywhere_the_console_script_still_plays(tmp_path, console
     assert board.is_legal(chess.Move.from_uci(bestmoves(out)[0]))
 
 
-def test_a_missing_checkpoint_is_reported_and_the_engine_stays_up(tmp_path, console_script):
+def test_a_missing_checkpoint_is_an_error_at_start_up(tmp_path, console_script):
     lines = ["uci", "isready", "go", "quit"]
     done = run_engine([console_script, "--checkpoint", "runs/nope"], lines, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""  # not one move played by a random mover
+    assert done.stderr.startswith("searchless-uci: error: checkpoint 'runs/nope' not found")
+    assert "--allow-missing-model" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_a_missing_checkpoint_allowed_is_reported_and_the_engine_stays_up(tmp_path, console_script):
+    lines = ["uci", "isready", "go", "quit"]
+    argv = [console_script, "--checkpoint", "runs/nope", "--allow-missing-model"]
+    done = run_engine(argv, lines, cwd=tmp_path)
     assert done.returncode == 0
     assert done.stderr.startswith("searchless-uci: error: checkpoint 'runs/nope' not found")
     assert len(done.stderr.splitlines()) == 1
