@@ -34,73 +34,13 @@ import functools
 import haiku as hk
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from core.targets import target_kind
-from model import graph
-from model.config import Config, ModelConfig
-
-NUM_PIECE_CLASSES = 13
-NUM_GLOBALS = 7
-_NODE_TOKENS = graph.node_token_positions()
-
-
-# --- inputs ---------------------------------------------------------------------------------
-
-
-def _number(digit_tokens: jax.Array) -> jax.Array:
-    """A right-padded decimal field of tokens ('0'-'9' are ids 0-9, '.' pads) as float32."""
-    value = jnp.zeros(digit_tokens.shape[:-1], jnp.float32)
-    for j in range(digit_tokens.shape[-1]):
-        digit = digit_tokens[..., j]
-        value = jnp.where(digit < 10, value * 10 + digit, value)
-    return value
-
-
-def node_inputs(states: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(piece classes (B, 64) int32, en-passant target (B, 64) bool, globals (B, 7) float32)
-    of token rows, in the side to move's orientation (model/graph.py): classes 1-6 are the
-    side to move's P N B R Q K, 7-12 the opponent's, 0 empty."""
-    states = states.astype(jnp.int32)
-    black = states[:, 0] == graph.BLACK_TO_MOVE_TOKEN
-    positions = jnp.asarray(_NODE_TOKENS)[black.astype(jnp.int32)]  # (B, 64)
-    tokens = jnp.take_along_axis(states, positions, axis=1)
-    classes = jnp.asarray(graph.PIECE_CLASSES)[tokens]
-    classes = jnp.where(black[:, None], jnp.asarray(graph.SWAP_COLOURS)[classes], classes)
-
-    castling = states[:, 65:69]
-    white_rights = jnp.stack([(castling == 28).any(1), (castling == 27).any(1)], axis=1)  # K Q
-    black_rights = jnp.stack([(castling == 21).any(1), (castling == 22).any(1)], axis=1)  # k q
-    mine = jnp.where(black[:, None], black_rights, white_rights)
-    theirs = jnp.where(black[:, None], white_rights, black_rights)
-
-    file, rank = states[:, 69], states[:, 70]  # 'a'-'h' are ids 10-17; rank '3'/'6' is 3/6
-    has_ep = file != 30
-    square = (file - 10) + 8 * (rank - 1)
-    node = jnp.where(black, square ^ graph.MIRROR, square)
-    en_passant = has_ep[:, None] & (jnp.arange(graph.NUM_SQUARES)[None, :] == node[:, None])
-
-    halfmove = _number(states[:, 71:74])
-    fullmove = _number(states[:, 74:77])
-    globals_ = jnp.concatenate(
-        [
-            black[:, None].astype(jnp.float32),
-            mine.astype(jnp.float32),
-            theirs.astype(jnp.float32),
-            jnp.minimum(halfmove, 100.0)[:, None] / 100.0,
-            jnp.minimum(fullmove, 200.0)[:, None] / 200.0,
-        ],
-        axis=1,
-    )
-    return classes, en_passant, globals_
-
+from model import board_net, graph
+from model.board_net import NUM_PIECE_CLASSES, gather_nodes, layer_norm, mlp, node_inputs
+from model.config import ModelConfig
 
 # --- graph operations on padded (B, E) edges --------------------------------------------------
-
-
-def gather_nodes(nodes: jax.Array, index: jax.Array) -> jax.Array:
-    """(B, N, d) node rows at (B, E) indices -> (B, E, d)."""
-    return jnp.take_along_axis(nodes, index[..., None], axis=1)
 
 
 def scatter_sum(values: jax.Array, receivers: jax.Array, num_nodes: int) -> jax.Array:
@@ -134,32 +74,21 @@ def segment_softmax(
 # --- the network ----------------------------------------------------------------------------
 
 
-def _layer_norm(x: jax.Array, name: str) -> jax.Array:
-    return hk.LayerNorm(axis=-1, create_scale=True, create_offset=True, name=name)(x)
-
-
-def _mlp(x: jax.Array, hidden: int, out: int, name: str, zero_out: bool = False) -> jax.Array:
-    with hk.name_scope(name):
-        y = jax.nn.gelu(hk.Linear(hidden, name="hidden")(x))
-        w_init = hk.initializers.Constant(0.0) if zero_out else None
-        return hk.Linear(out, w_init=w_init, name="out")(y)
-
-
 def _gateau_layer(h, e, senders, receivers, valid, num_heads: int, widening: int):
     batch, nodes, width = h.shape
     head_dim = width // num_heads
-    hn = _layer_norm(h, "node_norm")
+    hn = layer_norm(h, "node_norm")
     # Edge update from both ends; the projections run on the nodes, the edges only gather.
     e = e + gather_nodes(hk.Linear(width, name="sender")(hn), senders)
     e = e + gather_nodes(hk.Linear(width, with_bias=False, name="receiver")(hn), receivers)
-    en = _layer_norm(e, "edge_norm")
+    en = layer_norm(e, "edge_norm")
     logits = hk.Linear(num_heads, name="attention")(jax.nn.leaky_relu(en, 0.2))
     weights = segment_softmax(logits, receivers, valid, nodes)  # (B, E, H)
     message = gather_nodes(hk.Linear(width, name="value")(hn), senders) + en
     message = message.reshape(batch, -1, num_heads, head_dim) * weights[..., None]
     gathered = scatter_sum(message.reshape(batch, -1, width), receivers, nodes)
     h = h + hk.Linear(width, name="output")(gathered)
-    h = h + _mlp(_layer_norm(h, "mlp_norm"), widening * width, width, "mlp")
+    h = h + mlp(layer_norm(h, "mlp_norm"), widening * width, width, "mlp")
     return h, e
 
 
@@ -196,59 +125,26 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
                 h, e, senders, receivers, valid, model.num_heads, model.widening_factor
             )
 
-    hn = _layer_norm(h, "final_node_norm")
+    hn = layer_norm(h, "final_node_norm")
     pool = jax.nn.softmax(hk.Linear(1, name="pool_logit")(hn)[..., 0], axis=-1)  # (B, 64)
     board = jnp.einsum("bn,bnd->bd", pool, hk.Linear(width, name="pool_value")(hn))
     kind = target_kind(target)
     if not kind.per_edge_output:  # one value per board
-        logits = _mlp(board, 2 * width, num_bins, "value_head", zero_out=True)
+        logits = mlp(board, 2 * width, num_bins, "value_head", zero_out=True)
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
 
     edges = (
-        _layer_norm(e, "final_edge_norm")
+        layer_norm(e, "final_edge_norm")
         + hk.Linear(width, name="board_to_edges")(board)[:, None, :]
     )
     if kind.value_head:  # a value per move edge
-        logits = _mlp(edges, 2 * width, num_bins, "action_value_head", zero_out=True)
+        logits = mlp(edges, 2 * width, num_bins, "action_value_head", zero_out=True)
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    logits = _mlp(edges, 2 * width, 1, "policy_head", zero_out=True)[..., 0].astype(jnp.float32)
+    logits = mlp(edges, 2 * width, 1, "policy_head", zero_out=True)[..., 0].astype(jnp.float32)
     moves = valid & (edge_type == graph.MOVE)
     logits = jnp.where(moves, logits, -jnp.inf)
     return jax.nn.log_softmax(logits, axis=-1, where=moves)
 
 
-def build(config: Config) -> hk.Transformed:
-    """init(rng, states, senders, receivers, kinds) and apply(params, same): see the module
-    docstring for shapes."""
-    return _transformed(config.model, config.train.target, config.train.num_bins)
-
-
-@functools.cache
-def _transformed(model: ModelConfig, target: str, num_bins: int) -> hk.Transformed:
-    def forward(states, senders, receivers, kinds):
-        return _forward(states, senders, receivers, kinds, model, target, num_bins)
-
-    return hk.without_apply_rng(hk.transform(forward))
-
-
-def example_inputs(batch: int = 1, edges: int = 64) -> tuple[np.ndarray, ...]:
-    """Zero inputs of the right shapes for init and shape inference (one move edge each)."""
-    kinds = np.full((batch, edges), graph.PAD_KIND, np.int32)
-    kinds[:, 0] = 0
-    zeros = np.zeros((batch, edges), np.int32)
-    return np.zeros((batch, 77), np.int32), zeros, zeros, kinds
-
-
-def init_params(config: Config, seed: int | None = None) -> hk.Params:
-    seed = config.train.seed if seed is None else seed
-    init = _jitted_init(config.model, config.train.target, config.train.num_bins)
-    return init(jax.random.PRNGKey(seed), *example_inputs())
-
-
-@functools.cache
-def _jitted_init(model: ModelConfig, target: str, num_bins: int):
-    return jax.jit(_transformed(model, target, num_bins).init)
-
-
-def param_shapes(config: Config) -> hk.Params:
-    return jax.eval_shape(build(config).init, jax.random.PRNGKey(0), *example_inputs())
+# build(config), init_params(config, seed=None), param_shapes(config): model/board_net.py.
+build, init_params, param_shapes = board_net.functions(_forward)

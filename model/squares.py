@@ -39,18 +39,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from core.targets import target_kind
-from model import graph
-from model.config import Config, ModelConfig
-from model.gateau import NUM_PIECE_CLASSES, example_inputs, gather_nodes, node_inputs
+from model import board_net, graph
+from model.board_net import NUM_PIECE_CLASSES, gather_nodes, layer_norm, mlp, node_inputs
+from model.config import ModelConfig
 
 # What the board says of a (query, key) pair of squares, for the attention bias: nothing, the
 # key's piece (of the side to move) has a legal move to the query's square, it attacks the
 # square without a move there, or the key's piece is the opponent's and attacks it.
 RELATIONS = 1 + len(graph.EDGE_TYPES)
-
-
-def _layer_norm(x: jax.Array, name: str) -> jax.Array:
-    return hk.LayerNorm(axis=-1, create_scale=True, create_offset=True, name=name)(x)
 
 
 def relations(senders: jax.Array, receivers: jax.Array, kinds: jax.Array) -> jax.Array:
@@ -86,13 +82,6 @@ def _swiglu(x: jax.Array, hidden: int) -> jax.Array:
     gate = hk.Linear(hidden, with_bias=False, name="gate")(x)
     up = hk.Linear(hidden, with_bias=False, name="up")(x)
     return hk.Linear(x.shape[-1], with_bias=False, name="down")(jax.nn.silu(gate) * up)
-
-
-def _mlp(x: jax.Array, hidden: int, out: int, name: str) -> jax.Array:
-    with hk.name_scope(name):
-        y = jax.nn.gelu(hk.Linear(hidden, name="hidden")(x))
-        # Zero output weights: training starts at the uniform prediction.
-        return hk.Linear(out, w_init=hk.initializers.Constant(0.0), name="out")(y)
 
 
 def _attention_bias(senders, receivers, kinds, model: ModelConfig) -> jax.Array:
@@ -133,15 +122,15 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     bias = _attention_bias(senders, receivers, kinds, model)
     for i in range(model.num_layers):
         with hk.name_scope(f"block_{i}"):
-            h = h + _attention(_layer_norm(h, "attention_norm"), bias, model.num_heads)
-            h = h + _swiglu(_layer_norm(h, "mlp_norm"), model.widening_factor * width)
-    hn = _layer_norm(h, "final_norm")
+            h = h + _attention(layer_norm(h, "attention_norm"), bias, model.num_heads)
+            h = h + _swiglu(layer_norm(h, "mlp_norm"), model.widening_factor * width)
+    hn = layer_norm(h, "final_norm")
 
     kind = target_kind(target)
     pool = jax.nn.softmax(hk.Linear(1, name="pool_logit")(hn)[..., 0], axis=-1)  # (B, 64)
     board = jnp.einsum("bn,bnd->bd", pool, hk.Linear(width, name="pool_value")(hn))
     if not kind.per_edge_output:  # one value per board
-        logits = _mlp(board, 2 * width, num_bins, "value_head")
+        logits = mlp(board, 2 * width, num_bins, "value_head", zero_out=True)
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
 
     packed = jnp.maximum(kinds, 0)  # padding's -1 would unpack to garbage indices
@@ -156,7 +145,9 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
         target_ = target_ + hk.Embed(graph.EXCHANGE_CLASSES, width, name="exchange_embed")(exchange)
     if kind.value_head:  # a value per move edge
         edges = origin + target_ + hk.Linear(width, name="board_to_edges")(board)[:, None, :]
-        logits = _mlp(_layer_norm(edges, "edge_norm"), 2 * width, num_bins, "action_value_head")
+        logits = mlp(
+            layer_norm(edges, "edge_norm"), 2 * width, num_bins, "action_value_head", zero_out=True
+        )
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     logits = (origin * target_).sum(-1).astype(jnp.float32) / np.sqrt(width)
     moves = valid & (edge_type == graph.MOVE)
@@ -164,30 +155,5 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     return jax.nn.log_softmax(logits, axis=-1, where=moves)
 
 
-def build(config: Config) -> hk.Transformed:
-    """init(rng, states, senders, receivers, kinds) and apply(params, same), as
-    model/gateau.py's build."""
-    return _transformed(config.model, config.train.target, config.train.num_bins)
-
-
-@functools.cache
-def _transformed(model: ModelConfig, target: str, num_bins: int) -> hk.Transformed:
-    def forward(states, senders, receivers, kinds):
-        return _forward(states, senders, receivers, kinds, model, target, num_bins)
-
-    return hk.without_apply_rng(hk.transform(forward))
-
-
-def init_params(config: Config, seed: int | None = None) -> hk.Params:
-    seed = config.train.seed if seed is None else seed
-    init = _jitted_init(config.model, config.train.target, config.train.num_bins)
-    return init(jax.random.PRNGKey(seed), *example_inputs())
-
-
-@functools.cache
-def _jitted_init(model: ModelConfig, target: str, num_bins: int):
-    return jax.jit(_transformed(model, target, num_bins).init)
-
-
-def param_shapes(config: Config) -> hk.Params:
-    return jax.eval_shape(build(config).init, jax.random.PRNGKey(0), *example_inputs())
+# build(config), init_params(config, seed=None), param_shapes(config): model/board_net.py.
+build, init_params, param_shapes = board_net.functions(_forward)
