@@ -12,7 +12,7 @@ import pytest
 
 from core.schema import read_boards
 from jobs import cpu_model, cpu_model_steps
-from jobs.cpu_model_own_games import own_games
+from jobs.cpu_model_own_games import model_digest, own_games
 from jobs.cpu_model_settings import OWN_GAMES_SPLIT, SCALES, Paths, split_glob
 from jobs.steps import StepLog
 
@@ -48,6 +48,18 @@ def test_the_main_data_has_the_own_games_split_only_when_the_step_is_on(tmp_path
     assert own_games(on, missing, StepLog(tmp_path / "steps.json")) is None
     assert "own games: skipped, no model at" in capsys.readouterr().err
     assert SCALES["quick"].own_games > 0  # exercised at the quick scale
+
+
+def test_a_model_retrained_in_the_same_place_is_another_model(tmp_path):
+    # A model shipped over the one whose games were played: its games are played again.
+    model = tmp_path / "model"
+    (model / "checkpoints" / "24").mkdir(parents=True)
+    (model / "config.toml").write_text("[model]\n")
+    (model / "checkpoints" / "24" / "params").write_bytes(b"\x00\x01")
+    before = model_digest(model)
+    assert model_digest(model) == before
+    (model / "checkpoints" / "24" / "params").write_bytes(b"\x00\x02")
+    assert model_digest(model) != before
 
 
 @pytest.mark.parametrize(
