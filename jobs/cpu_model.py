@@ -3,7 +3,8 @@ evidence.
 
     python -m jobs.cpu_model [--scale full|quick] [--work data/cpu-model] [--runs runs/cpu-model]
         [--results results/cpu-model] [--models models/cpu] [--shared ../shared/data]
-        [--config model/configs/cpu.toml] [--steps N] [--fresh]
+        [--config model/configs/cpu.toml] [--steps N] [--own-games N]
+        [--own-games-model models/cpu] [--own-games-opponent SPEC] [--fresh]
 
 `make cpu-transformer` is the same recipe with the square-token transformer
 (`--config model/configs/cpu-transformer.toml`) into its own runs, results and model, on the
@@ -26,7 +27,10 @@ resumes from its journal or checkpoint):
    they did not help) only the boards whose best move gives check are kept
    (pipeline.select_boards: the `search-random-move-checks` split); then an overlap
    check: training boards that are evaluation positions (must be 0) and test boards also in
-   training.
+   training. Optionally (`--own-games N`; off at the full scale until measured) before the
+   check: positions from the model's own games (DAgger, jobs/cpu_model_own_games.py): the
+   policy model (`--own-games-model`, default models/cpu) plays N games against an opponent,
+   and their boards, valued by one search each, join the `search-*` splits.
 3. train: model/configs/cpu.toml (the gateau edge backbone, told which moves give check) on
    the best move of every training board (BC: the paper's cheapest target, and at this scale
    the one that learns to play fastest, see 6.), with checkpoints along the way.
@@ -60,9 +64,11 @@ import matplotlib
 from core.interrupts import interrupted
 from core.outputs import OutputError, check_dir
 from core.progress import Progress, format_duration
+from eval.agent_specs import parse_agent_spec
 from jobs.cpu_model_judging import brief
+from jobs.cpu_model_own_games import own_games
 from jobs.cpu_model_plots import plot_ablations, plot_curve
-from jobs.cpu_model_settings import MAIN_CONFIG, SCALES, Paths, banner
+from jobs.cpu_model_settings import MAIN_CONFIG, SCALES, SHIPPED_MODEL, Paths, banner
 from jobs.cpu_model_steps import (
     ablations,
     annotate,
@@ -78,10 +84,9 @@ from jobs.steps import StepLog
 from model import config as config_lib
 
 
-def run(scale_name: str, paths: Paths, fresh: bool = False, main_steps: int | None = None) -> dict:
-    scale = SCALES[scale_name]
-    if main_steps:  # the main model's training length; the data as the scale makes it
-        scale = dataclasses.replace(scale, steps=main_steps)
+def run(scale_name: str, paths: Paths, fresh: bool = False, changes: dict | None = None) -> dict:
+    """`changes`: Scale fields set on the command line (the main model's steps, the own games)."""
+    scale = dataclasses.replace(SCALES[scale_name], **(changes or {}))
     if fresh:
         for path in (paths.results, paths.work, paths.runs):
             shutil.rmtree(path, ignore_errors=True)
@@ -111,6 +116,7 @@ def run(scale_name: str, paths: Paths, fresh: bool = False, main_steps: int | No
         "action values and single searches, evaluation positions excluded",
         lambda: annotate(scale, paths, data_steps),
     )
+    own = own_games(scale, paths, data_steps)
     selected = select_checks(scale, paths, data_steps)
     checked = overlap_check(scale, paths, data_steps)
     trained = timed(
@@ -135,6 +141,7 @@ def run(scale_name: str, paths: Paths, fresh: bool = False, main_steps: int | No
         "positions": games,
         "annotated": annotated,
         "selected": selected,
+        "own_games": own,
         "overlap": {
             "train_boards_in_evaluation_sets": checked["train_boards_in_evaluation_sets"],
             "test_in_train": checked["test_in_train"],
@@ -199,6 +206,26 @@ def print_summary(summary: dict) -> None:
     print(f"done in {format_duration(summary['wall_seconds'])}")
 
 
+def own_games_changes(args: argparse.Namespace) -> dict:
+    """The Scale fields of the own games that the command line sets, checked (ValueError)."""
+    changes = {}
+    if args.own_games is not None:
+        if args.own_games < 0 or args.own_games % 2:
+            raise ValueError(
+                f"--own-games must be even and >= 0 (each opening is played with both "
+                f"colours), got {args.own_games}"
+            )
+        changes["own_games"] = args.own_games
+    if args.own_games_opponent is not None:
+        parse_agent_spec(args.own_games_opponent)  # a bad spec stops before any step
+        changes["own_games_opponent"] = args.own_games_opponent
+    games = changes.get("own_games", SCALES[args.scale].own_games)
+    model = pathlib.Path(args.own_games_model)
+    if games and args.own_games_model != str(SHIPPED_MODEL) and not model.is_dir():
+        raise ValueError(f"--own-games-model {model}: no such model directory")
+    return changes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.cpu_model", description=__doc__)
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
@@ -217,6 +244,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--steps", type=int, help="the main model's training steps (default: the scale's)"
     )
+    parser.add_argument(
+        "--own-games",
+        type=int,
+        help="games (even) of the model against --own-games-opponent whose boards it also "
+        "trains on (default: the scale's; 0 at the full scale, not yet measured)",
+    )
+    parser.add_argument(
+        "--own-games-model",
+        default=str(SHIPPED_MODEL),
+        help="the model that plays those games (default: the shipped models/cpu)",
+    )
+    parser.add_argument(
+        "--own-games-opponent", help="its opponent, an agent spec (default: the scale's)"
+    )
     parser.add_argument("--fresh", action="store_true", help="recompute every step")
     args = parser.parse_args(argv)
     logging.getLogger("apache_beam").setLevel(logging.ERROR)
@@ -227,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         models=pathlib.Path(args.models),
         shared=pathlib.Path(args.shared),
         config=pathlib.Path(args.config),
+        own_games_model=pathlib.Path(args.own_games_model),
     )
     try:
         for option in ("work", "runs", "results", "models"):
@@ -234,11 +276,14 @@ def main(argv: list[str] | None = None) -> int:
         config_lib.validate(config_lib.load(args.config), check_data=False)
         if args.steps is not None and args.steps < 1:
             raise config_lib.ConfigError(f"--steps must be >= 1, got {args.steps}")
-    except (OutputError, config_lib.ConfigError) as e:
+        # The main model's training length; the data as the scale makes it.
+        changes = {"steps": args.steps} if args.steps else {}
+        changes |= own_games_changes(args)
+    except (OutputError, config_lib.ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     try:
-        print_summary(run(args.scale, paths, fresh=args.fresh, main_steps=args.steps))
+        print_summary(run(args.scale, paths, args.fresh, changes))
     except KeyboardInterrupt:
         return interrupted("cpu-model: interrupted; run it again: finished steps are reused")
     return 0

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SAMPLE_PUZZLES = ROOT / "data" / "sample" / "puzzles.csv"
 MAIN_CONFIG = ROOT / "model" / "configs" / "cpu.toml"
+SHIPPED_MODEL = ROOT / "models" / "cpu"
 PUZZLE_FILE = "lichess_puzzles_10k_fen_moves_rating__jorgenwh_alpha-nonzero.csv"
 STS_FILE = "STS1-STS15_LAN_v3.epd"
 BASELINES = ("greedy", "random")
@@ -49,6 +50,12 @@ class Scale:
     ceiling_sts_every: int
     metrics_boards: int
     model: tuple[tuple[str, int], ...] = ()  # shape overrides of cpu.toml (quick: tiny)
+    # Positions from the policy model's own games (DAgger): this many games (even: each
+    # opening once with either colour) against the opponent from the bundled ECO openings,
+    # each board valued by one search (the split OWN_GAMES_SPLIT). 0: off; not yet measured
+    # at the full scale.
+    own_games: int = 0
+    own_games_opponent: str = "stockfish:elo=1350"
 
 
 SCALES: dict[str, Scale] = {
@@ -75,6 +82,8 @@ SCALES: dict[str, Scale] = {
         ceiling_puzzles=300,
         ceiling_sts_every=10,
         metrics_boards=1000,
+        own_games=0,
+        own_games_opponent="stockfish:elo=1350",
     ),
     "quick": Scale(
         selfplay_games=6,
@@ -100,11 +109,15 @@ SCALES: dict[str, Scale] = {
         ceiling_sts_every=10,
         metrics_boards=100,
         model=(("num_layers", 1), ("embedding_dim", 16), ("num_heads", 2)),
+        own_games=2,
+        own_games_opponent="stockfish:nodes=50",
     ),
 }
 STOCKFISH = "stockfish:nodes=100000"
 # The boards of the check_seeds splits whose best move gives check.
 CHECKS_SPLIT = "search-random-move-checks"
+# The boards of the policy model's own games (Scale.own_games).
+OWN_GAMES_SPLIT = "search-own-games"
 
 
 @dataclass(frozen=True)
@@ -117,6 +130,14 @@ class Paths:
     # The network every run of the recipe trains (`make cpu-transformer`: the square-token
     # transformer's); recipes with one `work` share its data.
     config: pathlib.Path = MAIN_CONFIG
+    # The model whose own games give positions (Scale.own_games): by default the shipped
+    # models/cpu; absent, the step is skipped.
+    own_games_model: pathlib.Path = SHIPPED_MODEL
+
+
+def own_games_on(scale: Scale, paths: Paths) -> bool:
+    """Whether the recipe plays and trains on the policy model's own games."""
+    return scale.own_games > 0 and paths.own_games_model.is_dir()
 
 
 def log(message: str) -> None:

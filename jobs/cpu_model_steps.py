@@ -23,12 +23,14 @@ from jobs.cpu_model_judging import brief, held_out_rows, judge, judged_sets, neu
 from jobs.cpu_model_settings import (
     BASELINES,
     CHECKS_SPLIT,
+    OWN_GAMES_SPLIT,
     STOCKFISH,
     Paths,
     Scale,
     exclusion_files,
     lichess_games,
     log,
+    own_games_on,
     split_glob,
     train_glob,
 )
@@ -104,11 +106,12 @@ def check_pool(scale: Scale, paths: Paths) -> list[str]:
 
 def main_data(scale: Scale, paths: Paths) -> str:
     """Every training board of the main model (a comma list of globs): full action values,
-    the single searches of the real games and of the boards after a random move, and the
-    checks selected from the check pool."""
+    the single searches of the real games, of the boards after a random move and of the
+    model's own games (when on), and the checks selected from the check pool."""
     pool = check_pool(scale, paths)
     searched = [s for s in annotation_jobs(scale, paths) if s.startswith("search-")]
     splits = [s for s in searched if s not in pool] + ([CHECKS_SPLIT] if pool else [])
+    splits += [OWN_GAMES_SPLIT] if own_games_on(scale, paths) else []
     # In the order of their files' paths, as one glob of them all would list them: the order
     # the examples are drawn in is that of the files.
     splits.sort(key=lambda split: f"{split}/")
@@ -285,7 +288,8 @@ def train_main(scale: Scale, paths: Paths, steps: StepLog, data_steps: StepLog) 
     config = run_config(scale, paths, scale.target, scale.steps, data, scale.curve_points)
     searches = [f"annotate-{split}" for split in annotation_jobs(scale, paths) if "search" in split]
     selected = [f"select-{CHECKS_SPLIT}"] if check_pool(scale, paths) else []
-    depends = [*ANNOTATE_STEPS, *searches, *selected]
+    own = [f"annotate-{OWN_GAMES_SPLIT}"] if own_games_on(scale, paths) else []
+    depends = [*ANNOTATE_STEPS, *searches, *selected, *own]
     return train_run("main", config, paths.runs / "main", steps, data_steps, depends)
 
 

@@ -16,7 +16,15 @@ from core.schema import read_boards
 from eval.engines import make_agent
 from eval.uci.position import parse_position
 from jobs import cpu_model, cpu_model_steps
-from jobs.cpu_model_settings import CHECKS_SPLIT, PUZZLE_FILE, SCALES, STS_FILE, Paths, train_glob
+from jobs.cpu_model_settings import (
+    CHECKS_SPLIT,
+    OWN_GAMES_SPLIT,
+    PUZZLE_FILE,
+    SCALES,
+    STS_FILE,
+    Paths,
+    train_glob,
+)
 from model.checkpoint import checkpoints_dir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -77,8 +85,13 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
     assert 0 < checks.num_rows == summary["selected"]["boards"] < pool["boards"]
     for fen, move in zip(checks["fen"].to_pylist(), checks["best_move"].to_pylist(), strict=True):
         assert chess.Board(fen).gives_check(chess.Move.from_uci(move))
+    # The shipped model's own games (2 at this scale), valued by one search per board.
+    own = summary["own_games"]
+    assert own["games"] == 2 and own["model"] == str(ROOT / "models" / "cpu")
+    assert own["boards"] > 0 and own["limit"] == search["limit"]
     main_config = (tmp_path / "runs" / "main" / "config.toml").read_text()
     assert 'target = "bc"' in main_config
+    assert OWN_GAMES_SPLIT + "/" in main_config
     assert "search-lichess/" in main_config and "search-random-move/" in main_config
     assert CHECKS_SPLIT + "/" in main_config and "seed1" not in main_config
     ablation_config = (tmp_path / "runs" / "bc" / "config.toml").read_text()
@@ -123,6 +136,7 @@ def test_quick_recipe_makes_data_trains_evaluates_and_ships(tmp_path, stockfish,
     assert cpu_model.main(argv) == 0
     err = capsys.readouterr().err
     assert "selfplay train: reusing" in err and "annotate test: reusing" in err
+    assert "own games: reusing" in err and f"annotate {OWN_GAMES_SPLIT}: reusing" in err
     assert "step 1:" not in err  # no training step ran
     assert main_run.stat().st_mtime_ns == before
 
