@@ -76,6 +76,20 @@ def node_inputs(states: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     return classes, en_passant, globals_
 
 
+def embed_squares(states: jax.Array, width: int) -> jax.Array:
+    """(B, 64, width): each square's input from the tokens: its piece (mine or theirs), a
+    learned square embedding, whether it is the en-passant target, and a projection of the
+    board's globals."""
+    classes, en_passant, globals_ = node_inputs(states)
+    embed = functools.partial(hk.Embed, embed_dim=width)
+    h = embed(NUM_PIECE_CLASSES, name="piece_embed")(classes)
+    h = h + hk.get_parameter(
+        "square_embed", (graph.NUM_SQUARES, width), init=hk.initializers.TruncatedNormal(1.0)
+    )
+    h = h + embed(2, name="en_passant_embed")(en_passant.astype(jnp.int32))
+    return h + hk.Linear(width, name="globals")(globals_)[:, None, :]
+
+
 def gather_nodes(nodes: jax.Array, index: jax.Array) -> jax.Array:
     """(B, N, d) node rows at (B, E) indices -> (B, E, d)."""
     return jnp.take_along_axis(nodes, index[..., None], axis=1)

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 
 from core.targets import target_kind
 from model import board_net, graph
-from model.board_net import NUM_PIECE_CLASSES, gather_nodes, layer_norm, mlp, node_inputs
+from model.board_net import embed_squares, gather_nodes, layer_norm, mlp
 from model.config import ModelConfig
 
 # --- graph operations on padded (B, E) edges --------------------------------------------------
@@ -98,15 +98,8 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     receivers = receivers.astype(jnp.int32)
     kinds = kinds.astype(jnp.int32)
     valid = kinds >= 0
-    classes, en_passant, globals_ = node_inputs(states)
-
+    h = embed_squares(states, width)
     embed = functools.partial(hk.Embed, embed_dim=width)
-    h = embed(NUM_PIECE_CLASSES, name="piece_embed")(classes)
-    h = h + hk.get_parameter(
-        "square_embed", (graph.NUM_SQUARES, width), init=hk.initializers.TruncatedNormal(1.0)
-    )
-    h = h + embed(2, name="en_passant_embed")(en_passant.astype(jnp.int32))
-    h = h + hk.Linear(width, name="globals")(globals_)[:, None, :]
 
     packed = jnp.maximum(kinds, 0)  # padding's -1 would unpack to garbage indices
     geometry, promotion, edge_type = graph.unpack_kind(packed)

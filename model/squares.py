@@ -31,8 +31,6 @@ with -inf on attack and padding edges for BC.
 
 from __future__ import annotations
 
-import functools
-
 import haiku as hk
 import jax
 import jax.numpy as jnp
@@ -40,7 +38,7 @@ import numpy as np
 
 from core.targets import target_kind
 from model import board_net, graph
-from model.board_net import NUM_PIECE_CLASSES, gather_nodes, layer_norm, mlp, node_inputs
+from model.board_net import embed_squares, gather_nodes, layer_norm, mlp
 from model.config import ModelConfig
 
 # What the board says of a (query, key) pair of squares, for the attention bias: nothing, the
@@ -98,19 +96,6 @@ def _attention_bias(senders, receivers, kinds, model: ModelConfig) -> jax.Array:
     return bias.astype(jnp.float32)
 
 
-def _squares(states, model: ModelConfig) -> jax.Array:
-    """(B, 64, width): the input of each square."""
-    width = model.embedding_dim
-    classes, en_passant, globals_ = node_inputs(states)
-    embed = functools.partial(hk.Embed, embed_dim=width)
-    h = embed(NUM_PIECE_CLASSES, name="piece_embed")(classes)
-    h = h + hk.get_parameter(
-        "square_embed", (graph.NUM_SQUARES, width), init=hk.initializers.TruncatedNormal(1.0)
-    )
-    h = h + embed(2, name="en_passant_embed")(en_passant.astype(jnp.int32))
-    return h + hk.Linear(width, name="globals")(globals_)[:, None, :]
-
-
 def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str, num_bins: int):
     width = model.embedding_dim
     senders = senders.astype(jnp.int32)
@@ -118,7 +103,7 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     kinds = kinds.astype(jnp.int32)
     valid = kinds >= 0
 
-    h = _squares(states, model)
+    h = embed_squares(states, width)
     bias = _attention_bias(senders, receivers, kinds, model)
     for i in range(model.num_layers):
         with hk.name_scope(f"block_{i}"):

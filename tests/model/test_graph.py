@@ -11,7 +11,7 @@ import pytest
 
 from core.actions import ACTIONS, NUM_ACTIONS, legal_actions, move_to_index
 from core.tokenizer import tokenize_batch
-from model import gateau, graph
+from model import board_net, graph
 from model.move_facts import exchange_class
 
 
@@ -124,7 +124,7 @@ def test_attack_edges_are_every_attack_of_both_sides(boards):
 def test_node_inputs_read_the_board_from_the_tokens_as_the_mover_sees_it(boards):
     chosen = boards[::5] + boards[-6:]
     fens = [b.fen() for b in chosen]
-    classes, en_passant, globals_ = map(np.asarray, gateau.node_inputs(tokenize_batch(fens)))
+    classes, en_passant, globals_ = map(np.asarray, board_net.node_inputs(tokenize_batch(fens)))
     for i, board in enumerate(chosen):
         m = graph.MIRROR if board.turn == chess.BLACK else 0
         for node in range(64):
