@@ -195,7 +195,7 @@ def test_the_main_model_trains_on_the_splits_the_recipe_makes_not_on_stale_ones(
 SHIPPED = ROOT / "models" / "cpu"
 
 
-@pytest.mark.parametrize("name", ["cpu", "cpu-av"])
+@pytest.mark.parametrize("name", ["cpu", "cpu-av", "cpu-transformer"])
 def test_shipped_model_plays_legal_moves_as_a_neural_agent(name):
     shipped = ROOT / "models" / name
     assert (shipped / "config.toml").exists(), f"models/{name} is committed"
@@ -253,3 +253,21 @@ def test_the_default_value_model_stays_beside_the_default_model(
     out = done.stdout.splitlines()
     assert any(line.startswith("info string Simulations 4 ignored: a BC model") for line in out)
     assert not [line for line in out if line.startswith("info depth") and " score " in line], out
+
+
+def test_the_shipped_transformer_plays_through_the_uci_engine(tmp_path, console_script):
+    # The square-token transformer is served by the same engine as the gateau: it warms up,
+    # answers isready and plays a legal move with the policy's own choice.
+    lines = ["uci", "isready", "position startpos moves e2e4", "go movetime 200", "quit"]
+    done = subprocess.run(
+        [console_script, "--checkpoint", str(ROOT / "models" / "cpu-transformer")],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=600,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert "readyok" in out
+    assert not [line for line in out if line.startswith("info string error")], out
+    best = [line.split()[1] for line in out if line.startswith("bestmove ")]
+    board = parse_position("startpos moves e2e4".split())
+    assert len(best) == 1 and board.is_legal(chess.Move.from_uci(best[0]))
