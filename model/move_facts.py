@@ -74,5 +74,23 @@ def _least_valuable(
 
 def exchange_class(board: chess.Board, move: chess.Move) -> int:
     """EXCHANGE_EVEN, EXCHANGE_LOSES or EXCHANGE_WINS: the sign of `static_exchange`."""
-    value = static_exchange(board, move)
+    target, origin = move.to_square, move.from_square
+    if not (move.promotion or board.occupied >> target & 1 or target == board.ep_square):
+        # A quiet move (castling included): the swap starts from nothing won, so the sign
+        # often follows from the opponent's first capture alone.
+        side = not board.turn
+        attackers = board.attackers_mask(side, target, board.occupied & ~chess.BB_SQUARES[origin])
+        if not attackers:
+            return EXCHANGE_EVEN  # nothing can take the piece: the swap ends at once
+        mover = board.piece_type_at(origin)
+        if mover != chess.KING:
+            cheapest, _ = _least_valuable(board, attackers, side)
+            # Taken by a cheaper piece, the mover is lost whatever follows: the opponent
+            # gains the mover and can stop, or go on having already won the difference.
+            if PIECE_VALUES[cheapest] < PIECE_VALUES[mover]:
+                return EXCHANGE_LOSES
+    return _sign(static_exchange(board, move))
+
+
+def _sign(value: int) -> int:
     return EXCHANGE_WINS if value > 0 else EXCHANGE_LOSES if value < 0 else EXCHANGE_EVEN

@@ -12,6 +12,7 @@ import pytest
 from core.actions import ACTIONS, NUM_ACTIONS, legal_actions, move_to_index
 from core.tokenizer import tokenize_batch
 from model import gateau, graph
+from model.graph_reference import reference_board_edges, reference_exchange_class
 from model.move_facts import exchange_class
 
 
@@ -228,3 +229,45 @@ def test_checking_moves_are_the_moves_python_chess_says_give_check(boards):
     kingless = chess.Board("8/8/8/8/8/8/8/4K2R w - - 0 1")
     moves = list(kingless.legal_moves)
     assert graph.checking_moves(kingless, moves) == [False] * len(moves)
+
+
+def assert_same_graphs(found: graph.Graphs, expected: graph.Graphs) -> None:
+    for field in ("offsets", "num_moves", "senders", "receivers", "kinds", "actions"):
+        a, b = getattr(found, field), getattr(expected, field)
+        assert a.dtype == b.dtype, field
+        np.testing.assert_array_equal(a, b, err_msg=field)
+
+
+def test_board_edges_are_the_reference_edges_exactly(boards):
+    # The shortcuts (the opponent's attacks settling most exchanges, the mover's moves as
+    # bitboards) change no edge, no kind and no order.
+    chosen = [*boards, *random_game_boards(30, seed=11)]
+    for board in chosen:
+        assert graph.board_edges(board) == reference_board_edges(board), board.fen()
+
+
+def test_the_exchange_shortcuts_agree_with_the_full_swap():
+    # Random play puts pieces en prise and into every kind of exchange, which sound play
+    # rarely does.
+    shortcuts = 0
+    for board in random_game_boards(40, seed=3):
+        for move in board.legal_moves:
+            assert exchange_class(board, move) == reference_exchange_class(board, move), (
+                board.fen(),
+                move.uci(),
+            )
+            shortcuts += not (board.occupied >> move.to_square & 1 or move.promotion)
+    assert shortcuts > 10_000
+
+
+def test_encoding_in_chunks_or_in_workers_gives_the_same_bytes(boards, monkeypatch):
+    fens = [board.fen() for board in boards[:600]]
+    whole = graph.encode_boards(chess.Board(fen) for fen in fens)
+    # Small chunks, so that several workers each get several.
+    monkeypatch.setattr(graph, "CHUNK_BOARDS", 70)
+    assert_same_graphs(graph.encode_fens(fens), whole)
+    done = []
+    parallel = graph.encode_fens(np.asarray(fens, dtype=object), workers=2, progress=done.append)
+    assert_same_graphs(parallel, whole)
+    assert done == [*range(70, 600, 70), 600]
+    assert_same_graphs(graph.encode_fens([], workers=2), graph.encode_boards([]))
