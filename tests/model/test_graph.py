@@ -11,7 +11,8 @@ import pytest
 
 from core.actions import ACTIONS, NUM_ACTIONS, legal_actions, move_to_index
 from core.tokenizer import tokenize_batch
-from model import gateau, graph
+from model import board_view, gateau, graph
+from model.data import load_boards
 from model.graph_reference import reference_board_edges, reference_exchange_class
 from model.move_facts import exchange_class
 
@@ -271,3 +272,20 @@ def test_encoding_in_chunks_or_in_workers_gives_the_same_bytes(boards, monkeypat
     assert_same_graphs(parallel, whole)
     assert done == [*range(70, 600, 70), 600]
     assert_same_graphs(graph.encode_fens([], workers=2), graph.encode_boards([]))
+
+
+def test_a_large_split_is_encoded_in_workers_with_a_progress_line(
+    make_rows, shard_writer, tmp_path, monkeypatch, capsys
+):
+    data = load_boards(str(shard_writer(make_rows(30, seed=9), tmp_path, 2)))
+    serial = board_view.board_graphs(data)
+    assert "board graphs" not in capsys.readouterr().err  # a small split: no workers, no line
+    # Lower the bar so that this split counts as large and is cut into several chunks.
+    monkeypatch.setattr(board_view, "PARALLEL_BOARDS", 10)
+    monkeypatch.setattr(graph, "CHUNK_BOARDS", 8)
+    parallel = board_view.board_graphs(data)
+    assert_same_graphs(parallel.graphs, serial.graphs)
+    np.testing.assert_array_equal(parallel.edge_win_probs, serial.edge_win_probs)
+    np.testing.assert_array_equal(parallel.best_edges, serial.best_edges)
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("board graphs (") and "30/30 boards (100.0%)" in last
