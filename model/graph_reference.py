@@ -6,9 +6,10 @@ Nothing else uses it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 import chess
+import numpy as np
 
 from model.graph import (
     _ACTION_BY_MOVE,
@@ -22,6 +23,7 @@ from model.graph import (
     GEOMETRIES,
     MIRROR,
     PROMOTIONS,
+    Graphs,
     checking_moves,
 )
 from model.move_facts import EXCHANGE_EVEN, EXCHANGE_LOSES, EXCHANGE_WINS, static_exchange
@@ -73,6 +75,24 @@ def reference_board_edges(
     return senders, receivers, kinds, edge_actions, len(actions)
 
 
-def reference_edges(boards: Iterable[chess.Board]) -> list[tuple]:
-    """`reference_board_edges` of each board."""
-    return [reference_board_edges(board) for board in boards]
+def reference_encode_fens(fens: Sequence[str]) -> Graphs:
+    """model/graph.py's `encode_fens` as first written: one process, `reference_board_edges`."""
+    senders, receivers, kinds, actions, counts, moves = [], [], [], [], [], []
+    for fen in fens:
+        s, r, k, a, n = reference_board_edges(chess.Board(fen))
+        senders += s
+        receivers += r
+        kinds += k
+        actions += a
+        counts.append(len(s))
+        moves.append(n)
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return Graphs(
+        offsets=offsets,
+        num_moves=np.asarray(moves, np.int32),
+        senders=np.asarray(senders, np.uint8),
+        receivers=np.asarray(receivers, np.uint8),
+        kinds=np.asarray(kinds, np.int16),
+        actions=np.asarray(actions, np.int16),
+    )
