@@ -47,7 +47,7 @@ import chess
 import numpy as np
 
 from core.actions import ACTIONS, NUM_ACTIONS
-from model.move_facts import EXCHANGE_CLASSES, EXCHANGE_EVEN, EXCHANGE_WINS, exchange_class
+from model.move_facts import EXCHANGE_CLASSES, exchange_classes
 
 NUM_SQUARES = 64
 MIRROR = 56  # XOR with a square index flips its rank (a1 <-> a8)
@@ -318,23 +318,14 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
             theirs_r.append(receiver)
             theirs_k.append(base + geometries[receiver])
     legal = list(board.legal_moves)
+    exchanges = exchange_classes(board, legal, attacked)
+    checks = checking_moves(board, legal)
     facts = {}
     moved = {}  # origin -> the move targets from it, as a bitboard
-    mine = board.occupied_co[turn]
-    theirs = board.occupied_co[not turn]
-    ep_square = board.ep_square
-    for move, check in zip(legal, checking_moves(board, legal), strict=True):
+    for move, check, exchange in zip(legal, checks, exchanges, strict=True):
         origin, target = move.from_square, move.to_square
-        promotion = move.promotion
         moved[origin] = moved.get(origin, 0) | 1 << target
-        if (attacked | mine) >> target & 1 or attacked >> origin & 1 or target == ep_square:
-            exchange = exchange_class(board, move)
-        else:
-            # No piece of the opponent reaches the target, even through the square the mover
-            # leaves (a slider behind it would attack that square): the swap ends at once,
-            # with the capture and the promotion as the whole balance.
-            exchange = EXCHANGE_WINS if promotion or theirs >> target & 1 else EXCHANGE_EVEN
-        action = _ACTION_BY_MOVE[origin][target][_PROMOTION_INDEX[promotion]]
+        action = _ACTION_BY_MOVE[origin][target][_PROMOTION_INDEX[move.promotion]]
         facts[action] = (_CHECK_BIT if check else 0) + _EXCHANGE_STEP * exchange
     actions = sorted(facts)
     senders, receivers, kinds = [], [], []
@@ -345,7 +336,7 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
         kinds.append(kind + facts[action])
     # The mover's attacks that are not already a move edge.
     base = GEOMETRIES * PROMOTIONS * ATTACK_MINE
-    for origin in chess.scan_forward(mine):
+    for origin in chess.scan_forward(board.occupied_co[turn]):
         sender = origin ^ m
         geometries = _GEOMETRY_OF[sender]
         for target in chess.scan_forward(attacks_mask(origin) & ~moved.get(origin, 0)):

@@ -26,13 +26,7 @@ from model.graph import (
     Graphs,
     checking_moves,
 )
-from model.move_facts import EXCHANGE_EVEN, EXCHANGE_LOSES, EXCHANGE_WINS, static_exchange
-
-
-def reference_exchange_class(board: chess.Board, move: chess.Move) -> int:
-    """The sign of the full swap, with no shortcut."""
-    value = static_exchange(board, move)
-    return EXCHANGE_WINS if value > 0 else EXCHANGE_LOSES if value < 0 else EXCHANGE_EVEN
+from model.move_facts import exchange_class
 
 
 def reference_board_edges(
@@ -46,7 +40,7 @@ def reference_board_edges(
     actions = sorted(
         (
             _ACTION_BY_MOVE[move.from_square][move.to_square][_PROMOTION_INDEX[move.promotion]],
-            (_CHECK_BIT if check else 0) + _EXCHANGE_STEP * reference_exchange_class(board, move),
+            (_CHECK_BIT if check else 0) + _EXCHANGE_STEP * exchange_class(board, move),
         )
         for move, check in zip(legal, checking_moves(board, legal), strict=True)
     )
