@@ -312,11 +312,10 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
         geometries = _GEOMETRY_OF[sender]
         mask = attacks_mask(origin)
         attacked |= mask
-        for target in chess.scan_forward(mask):
-            receiver = target ^ m
-            theirs_s.append(sender)
-            theirs_r.append(receiver)
-            theirs_k.append(base + geometries[receiver])
+        targets = [target ^ m for target in chess.scan_forward(mask)]
+        theirs_s += [sender] * len(targets)
+        theirs_r += targets
+        theirs_k += [base + geometries[receiver] for receiver in targets]
     legal = list(board.legal_moves)
     exchanges = exchange_classes(board, legal, attacked)
     checks = checking_moves(board, legal)
@@ -339,11 +338,11 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
     for origin in chess.scan_forward(board.occupied_co[turn]):
         sender = origin ^ m
         geometries = _GEOMETRY_OF[sender]
-        for target in chess.scan_forward(attacks_mask(origin) & ~moved.get(origin, 0)):
-            receiver = target ^ m
-            senders.append(sender)
-            receivers.append(receiver)
-            kinds.append(base + geometries[receiver])
+        mask = attacks_mask(origin) & ~moved.get(origin, 0)
+        targets = [target ^ m for target in chess.scan_forward(mask)]
+        senders += [sender] * len(targets)
+        receivers += targets
+        kinds += [base + geometries[receiver] for receiver in targets]
     edge_actions = actions + [-1] * (len(senders) - len(actions) + len(theirs_s))
     return senders + theirs_s, receivers + theirs_r, kinds + theirs_k, edge_actions, len(actions)
 
