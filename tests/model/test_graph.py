@@ -291,3 +291,11 @@ def test_a_large_split_is_encoded_in_workers_with_a_progress_line(
     np.testing.assert_array_equal(parallel.best_edges, serial.best_edges)
     last = capsys.readouterr().err.splitlines()[-1]
     assert last.startswith("board graphs (") and "30/30 boards (100.0%)" in last
+
+
+def test_a_bad_fen_in_a_worker_fails_the_encoding_as_it_does_in_one_process(monkeypatch):
+    monkeypatch.setattr(graph, "CHUNK_BOARDS", 2)
+    fens = [chess.STARTING_FEN] * 5 + ["not a fen"]
+    for workers in (1, 2):
+        with pytest.raises(ValueError, match="not a fen"):
+            graph.encode_fens(fens, workers=workers)
