@@ -22,7 +22,7 @@ jumps), promotion 0 none, 1-4 q r b n, type 0 a move, 1 an attack of the side to
 attack of the opponent, check 1 for a move that gives check, exchange the sign of the move's
 static exchange on its target square (model/move_facts.py: 0 even, 1 the mover loses
 material, 2 it wins). Check and exchange are facts of the board, as a move's legality is: no
-move is searched to find them (`checking_moves`, `move_facts.exchange_class`); attack edges
+move is searched to find them (`checking_moves`, `move_facts.exchange_classes`); attack edges
 have neither. Padding is -1. A network reads the check bit and the exchange only if its
 config asks for them (`model.move_checks`, `model.move_exchanges`), so the models trained
 before they were there see the kinds they were trained on.
