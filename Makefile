@@ -130,6 +130,7 @@ web: setup
 
 bench: setup
 	$(PY) -m bench.tokenize
+	$(PY) -m bench.graphs
 	$(PY) -m bench.annotate
 	$(PY) -m bench.inference
 	$(PY) -m bench.train

@@ -3,12 +3,14 @@ with all its moves, as a graph (model/graph.py) with a target per move edge."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from core import bins
 from core.actions import NUM_ACTIONS, indices_to_moves
+from core.progress import Progress
 from core.targets import target_kind
 from model import graph
 from model.batch import Batch
@@ -30,11 +32,35 @@ class BoardGraphs:
         return has[self.graphs.offsets[1:]] - has[self.graphs.offsets[:-1]]
 
 
+# A split this large is encoded on every usable core with a progress line: below it, starting
+# the worker processes (~1-2 s) would cost about as much as it saves.
+PARALLEL_BOARDS = 20_000
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its affinity, which containers and `taskset`
+    narrow), not every core of the machine."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
+def _encode(fens: np.ndarray) -> graph.Graphs:
+    if len(fens) <= PARALLEL_BOARDS:
+        return graph.encode_fens(fens)
+    workers = _usable_cores()
+    meter = Progress(f"board graphs ({workers} workers)", len(fens), "boards")
+    graphs = graph.encode_fens(fens, workers=workers, progress=meter.update)
+    meter.done()
+    return graphs
+
+
 def board_graphs(data: BoardData) -> BoardGraphs:
     """Builds every board's graph (python-chess generates the moves and attacks) and puts
     each annotated move's value on its edge. A valued move or best move that is not legal on
     its board is a DataError naming the board."""
-    graphs = graph.encode_fens(data.fens)
+    graphs = _encode(data.fens)
     move_edges = np.flatnonzero(graphs.actions >= 0)
     edge_board = np.repeat(np.arange(data.num_boards), graphs.edge_counts())
     # Board-major and, within a board, in action order: move edge keys are sorted, and so

@@ -22,7 +22,7 @@ jumps), promotion 0 none, 1-4 q r b n, type 0 a move, 1 an attack of the side to
 attack of the opponent, check 1 for a move that gives check, exchange the sign of the move's
 static exchange on its target square (model/move_facts.py: 0 even, 1 the mover loses
 material, 2 it wins). Check and exchange are facts of the board, as a move's legality is: no
-move is searched to find them (`checking_moves`, `move_facts.exchange_class`); attack edges
+move is searched to find them (`checking_moves`, `move_facts.exchange_classes`); attack edges
 have neither. Padding is -1. A network reads the check bit and the exchange only if its
 config asks for them (`model.move_checks`, `model.move_exchanges`), so the models trained
 before they were there see the kinds they were trained on.
@@ -35,14 +35,19 @@ space.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import chess
 import numpy as np
 
 from core.actions import ACTIONS, NUM_ACTIONS
-from model.move_facts import EXCHANGE_CLASSES, exchange_class
+from model.move_facts import EXCHANGE_CLASSES, exchange_classes
 
 NUM_SQUARES = 64
 MIRROR = 56  # XOR with a square index flips its rank (a1 <-> a8)
@@ -293,40 +298,53 @@ def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool
 
 def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], list[int], int]:
     """(senders, receivers, kinds, actions, number of move edges) of one board."""
-    black = board.turn == chess.BLACK
+    turn = board.turn
+    black = turn == chess.BLACK
     m = MIRROR if black else 0
-    table = _MOVE_EDGES[int(black)]
+    table = _MOVE_EDGES[black]
+    attacks_mask = board.attacks_mask
+    # The opponent's attacks first: their union settles most moves' exchange without a swap.
+    theirs_s, theirs_r, theirs_k = [], [], []
+    attacked = 0
+    base = GEOMETRIES * PROMOTIONS * ATTACK_THEIRS
+    for origin in chess.scan_forward(board.occupied_co[not turn]):
+        sender = origin ^ m
+        geometries = _GEOMETRY_OF[sender]
+        mask = attacks_mask(origin)
+        attacked |= mask
+        targets = [target ^ m for target in chess.scan_forward(mask)]
+        theirs_s += [sender] * len(targets)
+        theirs_r += targets
+        theirs_k += [base + geometries[receiver] for receiver in targets]
     legal = list(board.legal_moves)
-    actions = sorted(
-        (
-            _ACTION_BY_MOVE[move.from_square][move.to_square][_PROMOTION_INDEX[move.promotion]],
-            (_CHECK_BIT if check else 0) + _EXCHANGE_STEP * exchange_class(board, move),
-        )
-        for move, check in zip(legal, checking_moves(board, legal), strict=True)
-    )
+    exchanges = exchange_classes(board, legal, attacked)
+    checks = checking_moves(board, legal)
+    facts = {}
+    moved = {}  # origin -> the move targets from it, as a bitboard
+    for move, check, exchange in zip(legal, checks, exchanges, strict=True):
+        origin, target = move.from_square, move.to_square
+        moved[origin] = moved.get(origin, 0) | 1 << target
+        action = _ACTION_BY_MOVE[origin][target][_PROMOTION_INDEX[move.promotion]]
+        facts[action] = (_CHECK_BIT if check else 0) + _EXCHANGE_STEP * exchange
+    actions = sorted(facts)
     senders, receivers, kinds = [], [], []
-    for action, facts in actions:
+    for action in actions:
         sender, receiver, kind = table[action]
         senders.append(sender)
         receivers.append(receiver)
-        kinds.append(kind + facts)
-    actions = [action for action, _ in actions]
-    moved = set(zip(senders, receivers, strict=True))
-    edge_actions = list(actions)
-    for colour, edge_type in ((board.turn, ATTACK_MINE), (not board.turn, ATTACK_THEIRS)):
-        base = GEOMETRIES * PROMOTIONS * edge_type
-        for origin in chess.scan_forward(board.occupied_co[colour]):
-            sender = origin ^ m
-            geometries = _GEOMETRY_OF[sender]
-            for target in chess.scan_forward(board.attacks_mask(origin)):
-                receiver = target ^ m
-                if edge_type == ATTACK_MINE and (sender, receiver) in moved:
-                    continue
-                senders.append(sender)
-                receivers.append(receiver)
-                kinds.append(base + geometries[receiver])
-                edge_actions.append(-1)
-    return senders, receivers, kinds, edge_actions, len(actions)
+        kinds.append(kind + facts[action])
+    # The mover's attacks that are not already a move edge.
+    base = GEOMETRIES * PROMOTIONS * ATTACK_MINE
+    for origin in chess.scan_forward(board.occupied_co[turn]):
+        sender = origin ^ m
+        geometries = _GEOMETRY_OF[sender]
+        mask = attacks_mask(origin) & ~moved.get(origin, 0)
+        targets = [target ^ m for target in chess.scan_forward(mask)]
+        senders += [sender] * len(targets)
+        receivers += targets
+        kinds += [base + geometries[receiver] for receiver in targets]
+    edge_actions = actions + [-1] * (len(senders) - len(actions) + len(theirs_s))
+    return senders + theirs_s, receivers + theirs_r, kinds + theirs_k, edge_actions, len(actions)
 
 
 def encode_boards(boards: Iterable[chess.Board]) -> Graphs:
@@ -352,8 +370,76 @@ def encode_boards(boards: Iterable[chess.Board]) -> Graphs:
     )
 
 
-def encode_fens(fens: Sequence[str]) -> Graphs:
+def concatenate(parts: Sequence[Graphs]) -> Graphs:
+    """The graphs of the boards of `parts`, in order, as one Graphs."""
+    offsets = [np.zeros(1, np.int64)]
+    for part in parts:
+        offsets.append(part.offsets[1:] + offsets[-1][-1])
+    return Graphs(
+        offsets=np.concatenate(offsets),
+        num_moves=np.concatenate([np.zeros(0, np.int32), *(p.num_moves for p in parts)]),
+        senders=np.concatenate([np.zeros(0, np.uint8), *(p.senders for p in parts)]),
+        receivers=np.concatenate([np.zeros(0, np.uint8), *(p.receivers for p in parts)]),
+        kinds=np.concatenate([np.zeros(0, np.int16), *(p.kinds for p in parts)]),
+        actions=np.concatenate([np.zeros(0, np.int16), *(p.actions for p in parts)]),
+    )
+
+
+# Boards per task of a pool: ~0.5 s of work, so that the tasks' pickling costs little and the
+# progress line moves.
+CHUNK_BOARDS = 2_000
+
+
+def _encode_chunk(fens: Sequence[str]) -> Graphs:
     return encode_boards(chess.Board(fen) for fen in fens)
+
+
+def encode_fens(
+    fens: Sequence[str], workers: int = 1, progress: Callable[[int], None] | None = None
+) -> Graphs:
+    """The graphs of the boards `fens`, byte for byte the same whatever `workers` is: with
+    more than one worker, chunks of CHUNK_BOARDS boards are encoded in that many worker
+    processes. `progress(done)` is called with the boards done after each chunk.
+
+    Workers are spawned, not forked: the caller may hold JAX's threads, which a forked child
+    would inherit in whatever state they were. A program calling this with workers > 1 on
+    more than one chunk needs the usual `if __name__ == "__main__":` guard."""
+    chunks = [fens[i : i + CHUNK_BOARDS] for i in range(0, len(fens), CHUNK_BOARDS)]
+    parts, done = [], 0
+    if workers <= 1 or len(chunks) <= 1:
+        results = map(_encode_chunk, chunks)
+        pool = None
+    else:
+        pool = multiprocessing.get_context("spawn").Pool(
+            min(workers, len(chunks)), initializer=_worker_start
+        )
+        results = pool.imap(_encode_chunk, [list(chunk) for chunk in chunks])
+    try:
+        for part in results:
+            parts.append(part)
+            done += part.num_boards
+            if progress is not None:
+                progress(done)
+    finally:
+        if pool is not None:
+            pool.terminate()
+    return concatenate(parts)
+
+
+def _worker_start() -> None:
+    # Ctrl-C reaches the whole process group: the parent stops the pool, the workers must
+    # not each die with a traceback of their own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A worker holds both ends of its task queue, so it would wait for tasks forever after
+    # the parent is killed: the parent's sentinel ends it instead.
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
+
+
+def _exit_with_parent() -> None:
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
 
 
 def edge_bucket(num_edges: int, step: int = 64) -> int:

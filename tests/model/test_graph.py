@@ -11,8 +11,10 @@ import pytest
 
 from core.actions import ACTIONS, NUM_ACTIONS, legal_actions, move_to_index
 from core.tokenizer import tokenize_batch
-from model import board_net, graph
-from model.move_facts import exchange_class
+from model import board_net, board_view, graph
+from model.data import load_boards
+from model.graph_reference import reference_board_edges
+from model.move_facts import exchange_class, exchange_classes
 
 
 def real_boards(games) -> list[chess.Board]:
@@ -228,3 +230,72 @@ def test_checking_moves_are_the_moves_python_chess_says_give_check(boards):
     kingless = chess.Board("8/8/8/8/8/8/8/4K2R w - - 0 1")
     moves = list(kingless.legal_moves)
     assert graph.checking_moves(kingless, moves) == [False] * len(moves)
+
+
+# Castling either way takes the king onto its own rook.
+CHESS960 = "1r2k1r1/pppppppp/8/8/8/8/PPPPPPPP/1R2K1R1 w GBgb - 0 1"
+
+
+def assert_same_graphs(found: graph.Graphs, expected: graph.Graphs) -> None:
+    for field in ("offsets", "num_moves", "senders", "receivers", "kinds", "actions"):
+        a, b = getattr(found, field), getattr(expected, field)
+        assert a.dtype == b.dtype, field
+        np.testing.assert_array_equal(a, b, err_msg=field)
+
+
+def test_board_edges_are_the_reference_edges_exactly(boards):
+    # The shortcuts (the opponent's attacks settling most exchanges, the mover's moves as
+    # bitboards) change no edge, no kind and no order.
+    chosen = [*boards, *random_game_boards(30, seed=11)]
+    for board in chosen:
+        assert graph.board_edges(board) == reference_board_edges(board), board.fen()
+
+
+def test_the_exchanges_of_a_whole_board_are_each_moves_exchange():
+    # Random play puts pieces en prise and into every kind of exchange, which sound play
+    # rarely does.
+    swaps = 0
+    for board in [*random_game_boards(40, seed=3), chess.Board(CHESS960, chess960=True)]:
+        moves = list(board.legal_moves)
+        expected = [exchange_class(board, move) for move in moves]
+        assert exchange_classes(board, moves) == expected, board.fen()
+        swaps += sum(board.is_attacked_by(not board.turn, move.to_square) for move in moves)
+    assert swaps > 5_000
+
+
+def test_encoding_in_chunks_or_in_workers_gives_the_same_bytes(boards, monkeypatch):
+    fens = [board.fen() for board in boards[:600]]
+    whole = graph.encode_boards(chess.Board(fen) for fen in fens)
+    # Small chunks, so that several workers each get several.
+    monkeypatch.setattr(graph, "CHUNK_BOARDS", 70)
+    assert_same_graphs(graph.encode_fens(fens), whole)
+    done = []
+    parallel = graph.encode_fens(np.asarray(fens, dtype=object), workers=2, progress=done.append)
+    assert_same_graphs(parallel, whole)
+    assert done == [*range(70, 600, 70), 600]
+    assert_same_graphs(graph.encode_fens([], workers=2), graph.encode_boards([]))
+
+
+def test_a_large_split_is_encoded_in_workers_with_a_progress_line(
+    make_rows, shard_writer, tmp_path, monkeypatch, capsys
+):
+    data = load_boards(str(shard_writer(make_rows(30, seed=9), tmp_path, 2)))
+    serial = board_view.board_graphs(data)
+    assert "board graphs" not in capsys.readouterr().err  # a small split: no workers, no line
+    # Lower the bar so that this split counts as large and is cut into several chunks.
+    monkeypatch.setattr(board_view, "PARALLEL_BOARDS", 10)
+    monkeypatch.setattr(graph, "CHUNK_BOARDS", 8)
+    parallel = board_view.board_graphs(data)
+    assert_same_graphs(parallel.graphs, serial.graphs)
+    np.testing.assert_array_equal(parallel.edge_win_probs, serial.edge_win_probs)
+    np.testing.assert_array_equal(parallel.best_edges, serial.best_edges)
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("board graphs (") and "30/30 boards (100.0%)" in last
+
+
+def test_a_bad_fen_in_a_worker_fails_the_encoding_as_it_does_in_one_process(monkeypatch):
+    monkeypatch.setattr(graph, "CHUNK_BOARDS", 2)
+    fens = [chess.STARTING_FEN] * 5 + ["not a fen"]
+    for workers in (1, 2):
+        with pytest.raises(ValueError, match="not a fen"):
+            graph.encode_fens(fens, workers=workers)
