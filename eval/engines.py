@@ -30,6 +30,7 @@ import chess.engine
 import numpy as np
 
 from core.actions import move_to_index
+from core.material import PIECE_VALUES
 from core.targets import VALUE_TARGETS, target_kind
 from eval.agent_base import AgentBase, legal_moves
 from eval.agent_specs import AgentSpec, agent_arguments, parse_agent_spec
@@ -60,16 +61,6 @@ class RandomAgent(AgentBase):
 
 
 # --- greedy: one ply of material ---------------------------------------------------------
-
-# The standard piece values; the king is never captured, so it counts nothing.
-PIECE_VALUES = {
-    chess.PAWN: 1,
-    chess.KNIGHT: 3,
-    chess.BISHOP: 3,
-    chess.ROOK: 5,
-    chess.QUEEN: 9,
-    chess.KING: 0,
-}
 
 
 def material_balance(board: chess.Board, color: chess.Color) -> int:

@@ -17,15 +17,11 @@ from collections.abc import Sequence
 
 import chess
 
-# Pawn units; the king's value makes a capture by the king into a defended square lose.
-PIECE_VALUES = {
-    chess.PAWN: 1,
-    chess.KNIGHT: 3,
-    chess.BISHOP: 3,
-    chess.ROOK: 5,
-    chess.QUEEN: 9,
-    chess.KING: 100,
-}
+from core.material import PIECE_VALUES as MATERIAL
+
+# The standard values in pawns, with the king worth more than everything else: a capture by
+# the king into a defended square loses.
+PIECE_VALUES = {**MATERIAL, chess.KING: 100}
 # The exchange's sign as a class: 0 even (or a castling), 1 the mover loses material, 2 it wins.
 EXCHANGE_EVEN, EXCHANGE_LOSES, EXCHANGE_WINS = range(3)
 EXCHANGE_CLASSES = 3
