@@ -141,6 +141,7 @@ bench: setup
 	$(PY) -m bench.uci
 	$(PY) -m bench.search
 	$(PY) -m bench.web
+	$(PY) -m bench.web_cold_start
 
 # The device check (bench/device_check.py; ~7 min on one H100 or H200): the train step's
 # examples/s and MFU against the reference on the same device, inference, a short training run
