@@ -139,6 +139,7 @@ bench: setup
 	$(PY) -m bench.dask
 	$(PY) -m bench.zstd_read
 	$(PY) -m bench.uci
+	$(PY) -m bench.uci_cold_start
 	$(PY) -m bench.search
 	$(PY) -m bench.web
 	$(PY) -m bench.web_cold_start
