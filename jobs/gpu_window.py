@@ -135,6 +135,17 @@ def export(window: Window, run: str, config, step: int, state) -> None:
     )
 
 
+def test_metrics(config, ema_params) -> dict[str, float]:
+    """The trainer's evaluation (test loss, move accuracy; AV: Kendall's tau) of the EMA
+    parameters on data.test: a clock's stop skips the one the trainer makes at its end."""
+    from model.data import load_boards
+    from model.evaluator import Evaluator
+    from model.train_step import Placement
+
+    evaluator = Evaluator(config, load_boards(config.data.test), Placement.over_all_devices())
+    return {k: round(float(v), 4) for k, v in evaluator(ema_params).items()}
+
+
 def evaluate(window: Window, puzzles_path: str, count: int) -> dict[str, Any]:
     """Puzzle accuracy of the exported model, loaded back from its parts as a reader would."""
     from core.eval_sets import read_puzzles
@@ -201,6 +212,10 @@ def run_window(args: argparse.Namespace, window: Window) -> int:
     window.document["train_s"] = round(time.monotonic() - began, 1)
     if not exported or exported[-1] != result.step:
         export(window, args.run, config, result.step, result.state)
+    if config.data.test:
+        window.document["test"] = test_metrics(config, result.state.ema_params)
+        window.log(f"test (EMA): {window.document['test']}")
+        window.write()
     if args.puzzles and args.puzzle_count:
         window.document["puzzles"] = evaluate(window, args.puzzles, args.puzzle_count)
         p = window.document["puzzles"]

@@ -105,7 +105,8 @@ def _unpack(out: pathlib.Path, into: pathlib.Path) -> pathlib.Path:
 def test_dry_run_trains_by_the_clock_exports_and_the_model_plays(shards, tmp_path, capsys):
     out, run = tmp_path / "out", tmp_path / "run"
     argv = ["--dry-run", "--data", str(shards), "--out", str(out), "--run", str(run)]
-    assert gpu_window.main([*argv, "--puzzle-count", "3"]) == 0
+    test = str(shards / "boards-00003-of-00004.parquet")
+    assert gpu_window.main([*argv, "--test-data", test, "--puzzle-count", "3"]) == 0
     printed = capsys.readouterr().out
     assert "stopped by the clock" in printed
 
@@ -128,6 +129,7 @@ def test_dry_run_trains_by_the_clock_exports_and_the_model_plays(shards, tmp_pat
     assert window["examples_seen"] == step * 8
     assert window["model"]["dtype"] == "bfloat16"
     assert window["puzzles"]["total"] == 3
+    assert np.isfinite(window["test"]["test_loss"]) and 0 <= window["test"]["test_accuracy"] <= 1
     assert (out / "log.txt").read_text().count("exported step") >= 1
 
     # Loaded back as every reader loads a run: the predictor, then a legal move.
