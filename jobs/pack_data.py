@@ -107,9 +107,12 @@ def pack(data: str, out: str, budget: int, level: int = 19) -> list[Packed]:
     for file in sources:  # a file of the wrong schema stops the packing before any work
         with reading_shard(file):
             check_schema(pq.read_schema(file), file)
-    if os.path.isdir(out):
+    if os.path.isdir(out) and os.listdir(out):
+        if not os.path.exists(os.path.join(out, MANIFEST)):
+            # Only an earlier pack is replaced: --out naming a folder of other files is a slip.
+            raise OutputError(f"{out} is not empty and holds no {MANIFEST}: not replaced")
         shutil.rmtree(out)
-    os.makedirs(out)
+    os.makedirs(out, exist_ok=True)
     packed: list[Packed] = []
     used = 0
     with tempfile.TemporaryDirectory(dir=out) as scratch:

@@ -75,6 +75,12 @@ def test_pack_command_says_what_it_packed_and_refuses_bad_input(shards, tmp_path
     assert pack_data.main(["--data", str(tmp_path / "none"), "--out", str(out)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: no annotated board shards")
+    # A folder that is no earlier pack is not replaced.
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "notes.txt").write_text("mine")
+    assert pack_data.main(["--data", str(shards), "--out", str(tmp_path / "keep")]) == 1
+    assert "holds no pack.json: not replaced" in capsys.readouterr().err
+    assert (tmp_path / "keep" / "notes.txt").read_text() == "mine"
     not_boards = tmp_path / "other" / "boards-00000-of-00001.parquet"
     not_boards.parent.mkdir()
     pq.write_table(
