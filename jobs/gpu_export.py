@@ -9,6 +9,11 @@ bytes; a reader restores them into its float32 tree). Orbax nests its files five
 and the window brings back at most 8 files, two folders down, 16 MiB each: so the directory
 travels as one tar cut into `model.tar.NN` parts of at most `PART_BYTES`
 (`cat model.tar.* | tar -x` puts it back).
+
+    python -m jobs.gpu_export FILES models/gpu   # the parts in FILES, checked, as a run dir
+
+checks each part against the sha256 that `window.json` beside them names, then unpacks them
+into the run directory (replaced).
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from __future__ import annotations
 import glob
 import hashlib
 import io
+import json
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
 from typing import Any
@@ -105,3 +112,45 @@ def unpack_parts(where: str, directory: str, prefix: str = PART_PREFIX) -> None:
     os.makedirs(directory, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(directory, filter="data")
+
+
+def check_parts(where: str) -> list[str]:
+    """What is wrong with the parts in `where` against its window.json ([] if nothing)."""
+    with open(os.path.join(where, "window.json")) as f:
+        parts = json.load(f)["model"]["parts"]
+    problems = []
+    for part in parts:
+        path = os.path.join(where, part["name"])
+        if not os.path.exists(path):
+            problems.append(f"{part['name']} is missing")
+        elif hashlib.sha256(open(path, "rb").read()).hexdigest() != part["sha256"]:
+            problems.append(f"{part['name']} does not match its sha256")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m jobs.gpu_export FILES RUN_DIR", file=sys.stderr)
+        return 2
+    where, directory = args
+    try:
+        problems = check_parts(where)
+        if problems:
+            print(f"error: {'; '.join(problems)}", file=sys.stderr)
+            return 1
+        if os.path.isdir(directory) and os.listdir(directory):
+            if not os.path.exists(os.path.join(directory, "config.toml")):
+                print(f"error: {directory} is not empty and no run: not replaced", file=sys.stderr)
+                return 1
+            shutil.rmtree(directory)
+        unpack_parts(where, directory)
+    except (OSError, KeyError, ValueError, tarfile.TarError) as e:
+        print(f"error: {where}: {e}", file=sys.stderr)
+        return 1
+    print(f"{directory}: {directory_bytes(directory) / 1e6:.1f} MB from {where}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -97,6 +97,7 @@ def data_summary(path: str) -> dict[str, Any]:
 
 def environment() -> dict[str, Any]:
     import jax
+    import jaxlib
 
     from model.devices import describe_devices
 
@@ -105,7 +106,7 @@ def environment() -> dict[str, Any]:
         "device_kind": jax.devices()[0].device_kind,
         "platform": jax.default_backend(),
         "jax_version": jax.__version__,
-        "jaxlib_version": jax.lib.__version__ if hasattr(jax.lib, "__version__") else None,
+        "jaxlib_version": jaxlib.__version__,
         "python": platform.python_version(),
         "host": platform.node(),
     }

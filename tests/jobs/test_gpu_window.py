@@ -5,11 +5,9 @@ exported model loaded back the way it is shipped and playing a legal move."""
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import pathlib
 import re
-import tarfile
 
 import chess
 import jax.numpy as jnp
@@ -18,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.schema import read_boards
-from jobs import gpu_window, pack_data
+from jobs import gpu_export, gpu_window, pack_data
 from jobs.gpu_export import PART_BYTES, compact_params
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -99,14 +97,6 @@ def test_compact_params_are_bfloat16():
     assert compact["w"].dtype == jnp.bfloat16 and compact["n"].dtype == np.int32
 
 
-def _unpack(out: pathlib.Path, into: pathlib.Path) -> pathlib.Path:
-    """What the docs say to do with the parts: `cat model.tar.* | tar -x -C into`."""
-    data = b"".join(p.read_bytes() for p in sorted(out.glob("model.tar.*")))
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(into, filter="data")
-    return into
-
-
 @pytest.mark.slow
 def test_dry_run_trains_by_the_clock_exports_and_the_model_plays(shards, tmp_path, capsys):
     out, run = tmp_path / "out", tmp_path / "run"
@@ -141,9 +131,18 @@ def test_dry_run_trains_by_the_clock_exports_and_the_model_plays(shards, tmp_pat
     # Loaded back as every reader loads a run: the predictor, then a legal move.
     from model.predictor import Predictor
 
-    model = _unpack(out, tmp_path / "models-gpu")
+    model = tmp_path / "models-gpu"
+    assert gpu_export.main([str(out), str(model)]) == 0
     predictor = Predictor.from_checkpoint(str(model))
     assert predictor.step == step and predictor.config.model.backbone == "squares"
     board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
     move = predictor.best_moves([board])[0]
     assert chess.Move.from_uci(move) in board.legal_moves
+
+    # A part damaged on its way is refused in one line, the model left as it was.
+    part = out / "model.tar.00"
+    part.write_bytes(part.read_bytes()[:-1] + b"x")
+    assert gpu_export.main([str(out), str(model)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "error: model.tar.00 does not match its sha256"
+    assert Predictor.from_checkpoint(str(model)).step == step
