@@ -19,15 +19,22 @@ ACCEL_STAMP := $(if $(filter-out cpu,$(ACCEL_EXTRA)),.venv/.installed-$(ACCEL_EX
 
 setup: $(STAMP) $(ACCEL_STAMP) engine browser
 
+# pip's progress and its warnings (about the machine's pip settings as much as this project)
+# go to .venv/pip.log, shown only when an install fails.
+PIP_LOG    := .venv/pip.log
+PIP_FAILED  = { tail -n 30 $(PIP_LOG); echo "pip install failed: the whole log is $(PIP_LOG)"; exit 1; }
+
 $(STAMP): pyproject.toml constraints.txt
 	@[ -x $(PY) ] || python3 -m venv .venv
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	@echo "Installing the Python packages into .venv (minutes the first time; log: $(PIP_LOG))"
+	@$(PY) -m pip install --upgrade pip > $(PIP_LOG) 2>&1 || $(PIP_FAILED)
+	@$(PY) -m pip install -c constraints.txt -e '.[dev]' >> $(PIP_LOG) 2>&1 || $(PIP_FAILED)
 	@touch $(STAMP)
 
 # The accelerator's JAX plugin and its CUDA (or TPU) libraries, then what JAX sees.
 .venv/.installed-%: $(STAMP)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,$*]'
+	@echo "Installing JAX for $* into .venv (log: $(PIP_LOG))"
+	@$(PY) -m pip install -c constraints.txt -e '.[dev,$*]' >> $(PIP_LOG) 2>&1 || $(PIP_FAILED)
 	$(PY) -m model.devices
 	@touch $@
 
@@ -147,9 +154,12 @@ search-report: setup
 
 # An absolute Elo (eval/elo_ladder.py): models/cpu searchless and searching, greedy and random,
 # each against Stockfish UCI_Elo levels aimed where it scores half, until +-60 Elo or the time
-# cap (ELO_ARGS="--max-minutes 25" by default). JSON, table, plot and games in results/elo/.
+# cap (25 minutes; ELO_ARGS="--max-minutes 60" for more). JSON, table, plot and games in
+# $(RESULTS)/elo/: results/elo/ holds the committed measurement, so RESULTS=/tmp/mine keeps it.
+# At a lower priority (ELO_NICE= for none): 25 minutes of both cores beside other work.
+ELO_NICE ?= nice -n 5
 elo: setup
-	$(PY) -m eval.elo_ladder --out $(RESULTS)/elo $(ELO_ARGS)
+	$(ELO_NICE) $(PY) -m eval.elo_ladder --out $(RESULTS)/elo $(ELO_ARGS)
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info

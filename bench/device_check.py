@@ -139,6 +139,23 @@ class Steps:
 # --- the run -----------------------------------------------------------------------------
 
 
+class NoAccelerator(RuntimeError):
+    """The check was asked of a machine whose JAX sees only the CPU; the message says what
+    to run instead."""
+
+
+def require_accelerator() -> None:
+    """NoAccelerator unless JAX's default backend is a GPU or TPU: the full check's sizes
+    would take the CPU many minutes and its JSON would pass a CPU for the device."""
+    import jax
+
+    if jax.default_backend() == "cpu":
+        raise NoAccelerator(
+            "no accelerator here (JAX sees only the CPU): the device check measures a GPU or "
+            "TPU; `make device-check ARGS=--dry-run` runs every step on CPU at toy sizes"
+        )
+
+
 def check(args: argparse.Namespace) -> Path:
     plan = DRY_RUN if args.dry_run else Plan()
     if args.dry_run:
@@ -146,6 +163,7 @@ def check(args: argparse.Namespace) -> Path:
     else:
         # Memory grown on demand, so that the tests' child process finds some left.
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        require_accelerator()  # before anything is written
     out = Path(args.out)
     report = Report(out)
     report.write()  # the output is writable before any work starts
@@ -283,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # an unwritable --out, said before any work
         print(f"device check: {e}", file=sys.stderr)
         return 1
+    except NoAccelerator as e:
+        print(f"device check: {e}", file=sys.stderr)
+        return 2
     print(f"wrote {path}")
     return 1 if json.loads(Path(path).read_text())["errors"] else 0
 

@@ -26,12 +26,24 @@ class DirectoryBusy(RuntimeError):
     """Another process holds the directory's lock; the message names it."""
 
 
+class LockFileUnusable(DirectoryBusy):
+    """The lock file cannot be opened (a directory in its place, no permission): the
+    directory cannot be claimed, so the command stops as when it is busy; the message says
+    why and what to do."""
+
+
 def _is_local(path: str) -> bool:
     return "://" not in path
 
 
 def _warn(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def _shown(text: str) -> str:
+    """What a lock file said, safe to print: a file with control bytes (not one this module
+    wrote) is shown escaped, never sent raw to the terminal."""
+    return text if text.isprintable() else repr(text)
 
 
 def holder_text(job: str) -> str:
@@ -43,16 +55,21 @@ def _acquire(path: str) -> tuple[int, str]:
     """(an open descriptor of `path` holding its exclusive lock, what the file said: the
     holder that left it, "" for a fresh file); DirectoryBusy(holder) when it is taken."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except IsADirectoryError:
+            raise LockFileUnusable(f"{path} is a directory, not a lock file; remove it") from None
+        except OSError as e:
+            raise LockFileUnusable(f"{path} cannot be opened: {e.strerror or e}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 256, 0).decode(errors="replace").strip()
             os.close(fd)
-            raise DirectoryBusy(holder) from None
+            raise DirectoryBusy(_shown(holder)) from None
         try:
             if os.stat(path).st_ino == os.fstat(fd).st_ino:
-                return fd, os.pread(fd, 256, 0).decode(errors="replace").strip()
+                return fd, _shown(os.pread(fd, 256, 0).decode(errors="replace").strip())
         except FileNotFoundError:
             pass
         os.close(fd)  # the lock of a file its holder deleted on release: take the new one
@@ -71,6 +88,8 @@ def dir_lock(
     os.makedirs(os.path.dirname(os.path.abspath(lock_file)), exist_ok=True)
     try:
         fd, left = _acquire(lock_file)
+    except LockFileUnusable as e:
+        raise LockFileUnusable(f"{directory} cannot be locked: {e}") from None
     except DirectoryBusy as e:
         raise DirectoryBusy(
             f"{directory} is being written by another run ({e or 'holder unknown'}, holding "

@@ -17,35 +17,56 @@ own per move (the searchless model one network call, the search its playouts); t
 game clock. `<out>/elo.json` holds every game, each level's results, the fits and what the
 scale is anchored to; `<out>/elo.md` the table, `<out>/elo.png` the plot and
 `<out>/games.pgn` the games.
+
+Every argument is checked, the engines asked for `uciok` and every agent built before `--out`
+is touched; the run holds `<out>/lock` (core/dir_lock.py); a rerun reuses the finished games of
+an interrupted one (eval/elo_ladder_resume.py); the JSON and the table are written whole (a
+temporary file renamed), after each player and on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import json
 import pathlib
 import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
+import chess.engine
 import chess.pgn
 
 from core.cli import config_from_args
+from core.dir_lock import DirectoryBusy, dir_lock
 from core.engine_path import find_engine
 from core.interrupts import interrupted
-from core.openings import Opening, choose_openings, load_openings
+from core.openings import choose_openings, load_openings
+from core.outputs import check_dir, disk_full, disk_full_line, writing
 from core.progress import format_duration
 from eval.agent_base import Agent
-from eval.elo_fixed import FixedFit, RatedGame, fit_against_fixed, games_for_half_width, summed
-from eval.elo_ladder_report import ANCHOR_STATEMENT, format_markdown, replot, write_reports
+from eval.elo_ladder_player import Engine, LadderConfig, LadderGames, PlayerRun, rate_player
+from eval.elo_ladder_report import (
+    ANCHOR_STATEMENT,
+    describe_fit,
+    format_markdown,
+    replot,
+    write_reports,
+)
+from eval.elo_ladder_resume import (
+    EarlierGames,
+    earlier_games,
+    set_aside,
+    settings_text,
+)
+from eval.engine_handshake import check_uci
 from eval.engines import make_agent
-from eval.game import AdjudicationConfig, Adjudicator, ScheduledGame, play_game, to_pgn
+from eval.game import (
+    AdjudicationConfig,
+    Adjudicator,
+)
 from eval.mcts import DEFAULT_SIMS
-from eval.stockfish_agents import start_engine, uci_elo_range
 from eval.uci.options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
 
 # The model searchless, and searching as the UCI engine does when given Simulations: PUCT
@@ -56,298 +77,46 @@ DEFAULT_MODELS = (
     f"sims={DEFAULT_SIMS},name={DEFAULT_WEIGHTS}+search{DEFAULT_SIMS}",
 )
 DEFAULT_BASELINES = ("greedy", "random")
-# How far past its bound the next level goes while a player has scored 0% or 100%.
-JUMP = 400
-OUTPUTS = ("elo.json", "elo.md", "elo.png", "games.pgn")
-PGN_EVENT = "searchless-chess Elo ladder"
-
-
-@dataclass(frozen=True)
-class LadderConfig:
-    sf_time: float = 0.05  # Stockfish's seconds per move (UCI movetime)
-    pairs_per_step: int = 2  # opening pairs (4 games) between re-aimings of the level
-    target: float = 60.0  # stop at a 95% interval of +- this many Elo
-    max_minutes: float = 25.0  # the whole run; each player gets a share of what is left
-    max_games: int = 400  # per model
-    baseline_games: int = 8  # per baseline
-    max_plies: int = 400  # a draw after this many plies
-    # Stockfish calls a game one side clearly wins (eval.tournament's rule): games against weak
-    # levels are decided long before they are mated, and a search's moves cost seconds.
-    adjudicate: str = "stockfish:nodes=10000,cp=1000,plies=6"  # "": play every game out
-    level_step: int = 10  # levels are multiples of this
-    confidence: float = 0.95
-    seed: int = 0  # chooses the openings
-
-    def __post_init__(self) -> None:
-        if not self.sf_time > 0 or not self.target > 0 or not self.max_minutes > 0:
-            raise ValueError("sf-time, target and max-minutes must be positive")
-        if min(self.pairs_per_step, self.max_games, self.baseline_games, self.max_plies) < 1:
-            raise ValueError("pairs per step, max games, baseline games, max plies must be >= 1")
-        if self.level_step < 1 or not 0 < self.confidence < 1:
-            raise ValueError("level step must be >= 1 and confidence in (0, 1)")
-
-    def time_control(self) -> str:
-        adjudication = f", adjudicated by {self.adjudicate}" if self.adjudicate else ""
-        return (
-            f"Stockfish {self.sf_time:g} s per move (movetime), no game clock; the players "
-            f"at their own per-move budgets; draw at {self.max_plies} plies{adjudication}"
-        )
-
-
-@dataclass(frozen=True)
-class Engine:
-    """The ladder's engine: path, UCI name and UCI_Elo range."""
-
-    path: str
-    name: str
-    low: int
-    high: int
-
-    @classmethod
-    def probe(cls, path: str | None) -> Engine:
-        path = find_engine(path)
-        engine = start_engine(path, {})
-        try:
-            low, high = uci_elo_range(engine, path)
-            return cls(path, engine.id.get("name", path), low, high)
-        finally:
-            engine.quit()
+PGN_NAME = "games.pgn"
+OUTPUTS = ("elo.json", "elo.md", "elo.png", PGN_NAME)
+LOCK_NAME = "lock"  # held while a ladder writes --out (core/dir_lock.py)
 
 
 @dataclass
-class PlayerRun:
-    """One player's ladder: its games, where it stopped and why, the fit."""
+class _Players:
+    """Every player's agent, built before anything in --out is touched: a bad spec or a
+    missing checkpoint ends the run before an earlier run's results are."""
 
-    spec: str
-    name: str
-    role: str  # "model" or "baseline"
-    games: list[dict] = field(default_factory=list)
-    stop: str = ""
-    fit: FixedFit | None = None
-    seconds: float = 0.0
+    entries: list[tuple[str, str, Agent]]  # (spec, role, agent)
 
-    def rated(self) -> list[RatedGame]:
-        return [RatedGame(g["opponent_elo"], g["score"]) for g in self.games]
-
-    def to_dict(self) -> dict:
-        levels = summed(self.rated())
-        return {
-            "spec": self.spec,
-            "name": self.name,
-            "role": self.role,
-            "stop": self.stop,
-            "target_reached": self.stop == "converged",
-            "seconds": round(self.seconds, 1),
-            "fit": self.fit.to_dict() if self.fit else None,
-            "levels": [{"elo": e, "games": n, "points": p} for e, (n, p) in levels.items()],
-            "games": self.games,
-        }
-
-
-def next_level(fit: FixedFit, current: int, engine: Engine, step: int) -> int:
-    """Where the player should score about half: its estimate, or past its bound while it
-    has scored 0% or 100%; a multiple of `step` within the engine's range."""
-    if fit.bound == "upper":
-        target = min(fit.upper, current) - JUMP
-    elif fit.bound == "lower":
-        target = max(fit.lower, current) + JUMP
-    else:
-        target = fit.elo
-    rounded = int(round(target / step) * step)
-    return min(max(rounded, engine.low), engine.high)
-
-
-class _Opponents:
-    """The Stockfish of the current level, restarted only when the level changes."""
-
-    def __init__(self, engine: Engine, sf_time: float):
-        self.engine, self.sf_time = engine, sf_time
-        self.level: int | None = None
-        self.agent: Agent | None = None
-
-    def at(self, level: int) -> Agent:
-        if level != self.level:
-            self.close()
-            spec = f"stockfish:elo={level},time={self.sf_time:g},name=stockfish elo={level}"
-            self.agent, self.level = make_agent(spec, engine_path=self.engine.path), level
-        return self.agent
+    @classmethod
+    def build(cls, models: Sequence[str], baselines: Sequence[str], engine: Engine) -> _Players:
+        players = [(s, "baseline") for s in baselines] + [(s, "model") for s in models]
+        if not players:
+            raise ValueError("no players: give --models and/or --baselines")
+        built = cls([])
+        try:
+            for spec, role in players:
+                try:
+                    agent = make_agent(spec, engine_path=engine.path)
+                except FileNotFoundError as e:  # a neural agent's checkpoint
+                    raise ValueError(f"{role} {spec!r}: {e}") from None
+                built.entries.append((spec, role, agent))
+            names = [a.name for _, _, a in built.entries]
+            if len(set(names)) != len(names):
+                raise ValueError(f"player names must differ (use name=LABEL in the spec): {names}")
+        except BaseException:
+            built.close()
+            raise
+        return built
 
     def close(self) -> None:
-        if self.agent is not None:
-            self.agent.close()
-        self.agent, self.level = None, None
+        for _, _, agent in self.entries:
+            agent.close()
 
 
-def rate_player(
-    agent: Agent,
-    run: PlayerRun,
-    engine: Engine,
-    openings: Sequence[Opening],
-    config: LadderConfig,
-    deadline: float,
-    max_games: int,
-    record: Callable[[chess.pgn.Game], None],
-    log: Callable[[str], None],
-    adjudicator: Adjudicator | None = None,
-) -> PlayerRun:
-    """Plays `agent`'s ladder into `run` until its interval is narrow enough (models only),
-    `max_games`, or `deadline` (time.monotonic())."""
-    level = engine.low
-    opponents = _Opponents(engine, config.sf_time)
-    started = time.monotonic()
-    date = datetime.date.today().strftime("%Y.%m.%d")
-    pair = 0
-    try:
-        while not run.stop:
-            for _ in range(config.pairs_per_step):
-                opening = openings[pair % len(openings)]
-                pair += 1
-                for as_white in (True, False):
-                    if len(run.games) >= max_games:
-                        run.stop = "game cap"
-                    elif time.monotonic() >= deadline:
-                        run.stop = "time cap"
-                    if run.stop:
-                        break
-                    sf = opponents.at(level)
-                    white, black = (agent, sf) if as_white else (sf, agent)
-                    t0 = time.monotonic()
-                    board, outcome = play_game(white, black, opening, config.max_plies, adjudicator)
-                    scheduled = ScheduledGame(f"{len(run.games) + 1}", 0, 1, opening)
-                    pgn = to_pgn(
-                        board, outcome, scheduled, [white.name, black.name], PGN_EVENT, date
-                    )
-                    record(pgn)
-                    points = {"1-0": 1.0, "0-1": 0.0}.get(outcome.result, 0.5)
-                    run.games.append(
-                        {
-                            "opponent_elo": level,
-                            "colour": "white" if as_white else "black",
-                            "opening": opening.label,
-                            "result": outcome.result,
-                            "score": points if as_white else 1.0 - points,
-                            "termination": outcome.termination,
-                            "plies": len(board.move_stack) - len(opening.moves),
-                            "seconds": round(time.monotonic() - t0, 2),
-                        }
-                    )
-                    run.fit = fit_against_fixed(run.rated(), config.confidence)
-                    log(_progress(run, level, config, started, deadline, max_games))
-                if run.stop:
-                    break
-            if run.stop:
-                break
-            if run.role == "model" and run.fit.elo is not None:
-                if run.fit.half_width <= config.target:
-                    run.stop = "converged"
-                    break
-            level = next_level(run.fit, level, engine, config.level_step)
-    finally:
-        opponents.close()
-        run.seconds = time.monotonic() - started
-    return run
-
-
-def _progress(
-    run: PlayerRun, level: int, config: LadderConfig, started: float, deadline: float, cap: int
-) -> str:
-    """`elo ladder: NAME: game N vs elo L won as white (checkmate), 3.5/4 at L; Elo ...,
-    2.1 games/min, elapsed 1m10s, ETA ...` (ETA: to the target interval, the game cap or the
-    time cap, whichever comes first)."""
-    now = time.monotonic()
-    n = len(run.games)
-    rate = n / max(now - started, 1e-9)  # games per second
-    at_level = [g for g in run.games if g["opponent_elo"] == level]
-    points = sum(g["score"] for g in at_level)
-    fit = run.fit
-    wanted = cap
-    if run.role == "model" and fit.elo is not None:
-        wanted = min(cap, games_for_half_width(fit.score, config.target, config.confidence))
-    eta = min(max(wanted - n, 0) / rate if rate > 0 else float("inf"), max(deadline - now, 0))
-    last = run.games[-1]
-    verdict = {1.0: "won", 0.5: "drew", 0.0: "lost"}[last["score"]]
-    return (
-        f"elo ladder: {run.name}: game {n} vs elo {level} {verdict} as {last['colour']} "
-        f"({last['termination']}), {points:g}/{len(at_level)} at {level}; "
-        f"Elo {fit.describe()}, {60 * rate:.2f} games/min, "
-        f"elapsed {format_duration(now - started)}, ETA {format_duration(eta)}"
-    )
-
-
-def check_writable(out: pathlib.Path) -> None:
-    """Fails (OSError naming the path) before any game when an output cannot be written."""
-    out.mkdir(parents=True, exist_ok=True)
-    for name in OUTPUTS:
-        path = out / name
-        existed = path.exists()
-        with open(path, "a", encoding="utf-8"):
-            pass
-        if not existed:
-            path.unlink()
-
-
-def run_ladder(
-    models: Sequence[str],
-    baselines: Sequence[str],
-    out: str | pathlib.Path,
-    config: LadderConfig = LadderConfig(),
-    engine_path: str | None = None,
-    command: str = "",
-    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
-) -> dict:
-    """Every player's ladder (baselines first, they are quick), then the JSON, table and plot
-    under `out`; returns the JSON document."""
-    out = pathlib.Path(out)
-    check_writable(out)
-    engine = Engine.probe(engine_path)
-    openings = choose_openings(load_openings(), 10_000, config.seed)
-    adjudication = (
-        AdjudicationConfig.parse(config.adjudicate, engine.path) if config.adjudicate else None
-    )
-    players = [(s, "baseline") for s in baselines] + [(s, "model") for s in models]
-    if not players:
-        raise ValueError("no players: give --models and/or --baselines")
-    started = time.monotonic()
-    end = started + 60 * config.max_minutes
-    runs: list[PlayerRun] = []
-    adjudicator = Adjudicator(adjudication) if adjudication else None
-    with (
-        open(out / "games.pgn", "w", encoding="utf-8") as pgn_file,
-        adjudicator if adjudicator else contextlib.nullcontext(),
-    ):
-
-        def record(pgn) -> None:
-            print(pgn, file=pgn_file, end="\n\n", flush=True)
-
-        for i, (spec, role) in enumerate(players):
-            # An equal share of what is left: time a quick player leaves goes to the next.
-            deadline = time.monotonic() + (end - time.monotonic()) / (len(players) - i)
-            cap = config.max_games if role == "model" else config.baseline_games
-            with make_agent(spec, engine_path=engine.path) as agent:
-                run = PlayerRun(spec, agent.name, role)
-                log(
-                    f"elo ladder: {agent.name} ({role}) from elo {engine.low}, "
-                    f"until {format_duration(deadline - time.monotonic())} or {cap} games"
-                )
-                runs.append(
-                    rate_player(
-                        agent,
-                        run,
-                        engine,
-                        openings,
-                        config,
-                        deadline,
-                        cap,
-                        record,
-                        log,
-                        adjudicator,
-                    )
-                )
-            log(
-                f"elo ladder: {run.name}: Elo {run.fit.describe()} ({run.stop}, "
-                f"{len(run.games)} games)"
-            )
-    document = {
+def _document(command: str, engine: Engine, config: LadderConfig, runs, seconds: float) -> dict:
+    return {
         "command": command,
         "anchor": ANCHOR_STATEMENT.format(
             engine=engine.name,
@@ -358,12 +127,107 @@ def run_ladder(
         "time_control": config.time_control(),
         "engine": asdict(engine),
         "config": asdict(config),
-        "wall_seconds": round(time.monotonic() - started, 1),
+        "wall_seconds": round(seconds, 1),
         "players": [r.to_dict() for r in runs],
     }
-    (out / "elo.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    write_reports(document, out)
-    return document
+
+
+def _start_games(out: pathlib.Path, settings: str, players: _Players, log) -> EarlierGames:
+    """The earlier run's games to reuse, or, when they cannot be, its results moved aside."""
+    names = {agent.name for _, _, agent in players.entries}
+    earlier, reason = earlier_games(out, PGN_NAME, settings, names)
+    if reason is not None:
+        folder = set_aside(out, OUTPUTS)
+        log(f"elo ladder: {reason}: moved the earlier results to {folder}; starting over")
+    elif earlier.games:
+        log(f"elo ladder: resuming: {len(earlier.games)} finished games in {out / PGN_NAME}")
+    return earlier
+
+
+def keep_untaken(earlier: EarlierGames, record: Callable[[chess.pgn.Game], None]) -> None:
+    for game in earlier.untaken():
+        record(game)
+
+
+def run_ladder(
+    models: Sequence[str],
+    baselines: Sequence[str],
+    out: str | pathlib.Path,
+    config: LadderConfig | None = None,
+    engine_path: str | None = None,
+    command: str = "",
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> dict:
+    """Every player's ladder (baselines first, they are quick), then the JSON, table and plot
+    under `out`; returns the JSON document. Everything is checked and every agent built
+    before `out` is touched; `out` is locked for the run (core/dir_lock.py); the earlier
+    run's finished games are reused (eval/elo_ladder_resume.py). The JSON is rewritten after
+    each player and on an interruption, so it always matches games.pgn."""
+    out = pathlib.Path(out)
+    config = config or LadderConfig()
+    check_dir(str(out), "--out")
+    engine = Engine.probe(engine_path)
+    openings = choose_openings(load_openings(), 10_000, config.seed)
+    adjudication = (
+        AdjudicationConfig.parse(config.adjudicate, engine.path) if config.adjudicate else None
+    )
+    if adjudication is not None and adjudication.engine != engine.path:
+        check_uci(find_engine(adjudication.engine))  # its own engine=PATH
+    settings = settings_text(engine.name, config)
+    started = time.monotonic()
+    end = started + 60 * config.max_minutes
+    runs: list[PlayerRun] = []
+
+    def save(complete: bool) -> dict:
+        document = _document(command, engine, config, runs, time.monotonic() - started)
+        write_reports(document | {"complete": complete}, out)
+        return document | {"complete": complete}
+
+    with (
+        contextlib.closing(_Players.build(models, baselines, engine)) as players,
+        dir_lock(str(out), str(out / LOCK_NAME), "elo ladder", warn=log),
+        Adjudicator(adjudication) if adjudication else contextlib.nullcontext() as adjudicator,
+    ):
+        earlier = _start_games(out, settings, players, log)
+        with writing(str(out / PGN_NAME)), open(out / PGN_NAME, "w", encoding="utf-8") as pgn:
+
+            def record(game: chess.pgn.Game) -> None:
+                print(game, file=pgn, end="\n\n", flush=True)
+
+            games = LadderGames(earlier, record, settings)
+            try:
+                for i, (spec, role, agent) in enumerate(players.entries):
+                    # An equal share of what is left: time a quick player leaves goes on.
+                    deadline = time.monotonic() + (end - time.monotonic()) / (
+                        len(players.entries) - i
+                    )
+                    cap = config.max_games if role == "model" else config.baseline_games
+                    run = PlayerRun(spec, agent.name, role)
+                    runs.append(run)
+                    log(
+                        f"elo ladder: {agent.name} ({role}) from elo {engine.low}, "
+                        f"until {format_duration(deadline - time.monotonic())} or {cap} games"
+                    )
+                    rate_player(
+                        agent, run, engine, openings, config, deadline, cap, games, log,
+                        adjudicator,
+                    )  # fmt: skip
+                    log(
+                        f"elo ladder: {run.name}: Elo {describe_fit(run.fit.to_dict())} "
+                        f"({run.stop}, {len(run.games)} games)"
+                    )
+                    if i + 1 < len(players.entries):
+                        save(complete=False)
+            except KeyboardInterrupt:
+                keep_untaken(earlier, record)
+                if runs and not runs[-1].stop:
+                    runs[-1].stop = "interrupted"
+                runs[:] = [r for r in runs if r.games]
+                with contextlib.suppress(Exception):  # the games are safe in games.pgn
+                    save(complete=False)
+                raise
+            keep_untaken(earlier, record)
+        return save(complete=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -424,9 +288,18 @@ def main(argv: list[str] | None = None) -> int:
             args.models, args.baselines, args.out, config, args.engine, command.strip()
         )
     except KeyboardInterrupt:
-        return interrupted(f"elo ladder: interrupted; {args.out}/games.pgn has the games so far")
-    except (ValueError, OSError) as e:  # a bad spec or Elo, no engine, an unwritable output
-        print(f"error: {e}", file=sys.stderr)
+        return interrupted(
+            f"elo ladder: interrupted; {args.out}/{PGN_NAME} has the finished games and "
+            f"{args.out}/elo.json their fits; the same command resumes from them"
+        )
+    except (ValueError, OSError, DirectoryBusy) as e:
+        # a bad spec or Elo, no engine, an unwritable output, another ladder on --out
+        full = disk_full(e)
+        if full is not None:
+            resume = "the same command resumes from the games in games.pgn"
+            print(disk_full_line(full, args.out, resume), file=sys.stderr)
+        else:
+            print(f"error: {e}", file=sys.stderr)
         return 2
     print(format_markdown(document), end="")
     return 0

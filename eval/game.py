@@ -64,7 +64,7 @@ class ScheduledGame:
 
 
 def termination_kind(termination: str) -> str:
-    """The reason without its details: "adjudication: Stockfish +1000 ..." -> "adjudication"."""
+    """The reason without its details: "adjudication: White ahead ..." -> "adjudication"."""
     return re.split(r"[:(]", termination)[0].strip()
 
 
@@ -96,11 +96,13 @@ class Adjudicator:
         self._streak_side = side
         if self._streak < self.config.plies:
             return None
-        sign = "+" if side == chess.WHITE else "-"
+        # Named by the side ahead, not by the sign of White's score: a report written from
+        # a player's side (the Elo ladder's) then says "ahead" or "behind" without a sign.
         return Outcome(
             "1-0" if side == chess.WHITE else "0-1",
-            f"adjudication: Stockfish {sign}{self.config.threshold_cp} cp or more "
-            f"for {self.config.plies} plies",
+            f"adjudication: {chess.COLOR_NAMES[side].capitalize()} ahead by "
+            f"{self.config.threshold_cp} cp or more for {self.config.plies} plies "
+            f"(Stockfish, {self.config.nodes} nodes)",
         )
 
     def close(self) -> None:

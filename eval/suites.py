@@ -134,6 +134,9 @@ def _main(argv: list[str] | None) -> int:
     for path, (positions, skipped) in suites.items():
         for row in skipped:
             print(f"{path}:{row.line}: skipped: {row.error}", file=sys.stderr)
+        if not positions:  # "solved 0/0" would pass for a result
+            print(f"error: no well-formed positions in {path}", file=sys.stderr)
+            return 1
         print(f"{path}: {len(positions)} positions", file=sys.stderr)
     results = []
     for spec in specs:

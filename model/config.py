@@ -232,6 +232,15 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> Config:
             raw = tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {str(path)!r} is a directory, not a TOML file") from None
+    except OSError as e:  # a symlink loop, no permission
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"config file {str(path)!r} is not UTF-8 text (byte {e.object[e.start]:#04x} at "
+            f"offset {e.start}); TOML files are UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
     return from_dict(apply_overrides(raw, overrides, str(path)), source=str(path))

@@ -44,12 +44,12 @@ from core.outputs import OutputError, check_dir, disk_full, disk_full_line, quie
 from core.progress import format_duration
 from core.schema import SchemaError
 from model import config as config_lib
-from model import run_dir
-from model.checkpoint import DamagedCheckpointError
+from model import peer_loss, run_dir
+from model.checkpoint import DamagedCheckpointError, checkpoints_dir, latest_complete_step
 from model.config import Config, ConfigError
 from model.data import DataError
 from model.devices import cpu_warning, describe_devices, resolve_dtype
-from model.evaluator import Evaluator
+from model.evaluator import Evaluator, format_eval
 from model.metrics_log import MetricsLog, train_record
 from model.run_dir import open_run_dir, resume, run_dir_lock
 from model.train_data import load_data
@@ -273,11 +273,7 @@ class _Run:
     def evaluate(self, step: int) -> dict[str, float]:
         result = self.evaluator(self.state.ema_params)
         self.metrics_log.write({"kind": "eval", "step": step, **result})
-        self.log(
-            f"eval step {step} (EMA): test loss {result['test_loss']:.4f} | "
-            f"acc {result['test_accuracy']:.3f} | action accuracy "
-            f"{result['action_accuracy']:.3f} | Kendall tau {result['kendall_tau']:.3f}"
-        )
+        self.log(f"eval step {step} (EMA): {format_eval(result)}")
         return result
 
 
@@ -324,14 +320,29 @@ def resolve_config(args: argparse.Namespace) -> Config:
     return config_lib.load(args.config, overrides)
 
 
+def resume_text(out: str) -> str:
+    """What the same command resumes from, for a run that stops abruptly."""
+    step, _ = latest_complete_step(checkpoints_dir(out))
+    if step is None:
+        return f"{out} holds no complete checkpoint yet; the same command starts it afresh"
+    return (
+        f"the last complete checkpoint in {out} is step {step}; the same command on every "
+        "process resumes from it"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         config = config_lib.validate(resolve_config(args))
         check_dir(args.out)
+        peer_loss.peer_timeout()  # a bad setting said before anything starts
         maybe_initialize_distributed(args.distributed)
+        watch = peer_loss.watch_peers(lambda: resume_text(args.out))
         with quiet_disk_full(*LIBRARY_LOGGERS):
             result = train(config, args.out, stop_after=args.stop_after)
+        if watch is not None:  # not on an error: the others are to stop too
+            watch.finished()
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2

@@ -308,10 +308,14 @@ def _download_into(
         except (OSError, http.client.HTTPException) as e:
             error = e
         if attempt == retries:
-            raise DownloadError(
-                f"{url}: gave up after {retries + 1} attempts ({error!r}); "
-                f"{part.path} is kept and the next run resumes it"
+            # Only bytes are kept: an empty .part is removed on the way out (download()).
+            kept = (
+                f"{part.path} keeps its {part.size:,} bytes and the next run resumes it"
+                if part.size
+                else "nothing was received; the next run starts afresh"
             )
+            tries = f"{retries + 1} attempt{'s' if retries else ''}"
+            raise DownloadError(f"{url}: gave up after {tries} ({error!r}); {kept}")
         print(f"download: connection failed ({error!r}); resuming", file=sys.stderr)
         time.sleep(backoff * (attempt + 1))
 
@@ -358,10 +362,13 @@ def main(argv: list[str] | None = None) -> int:
         check_dir(args.out)
         result = download(url, args.out, args.sha256, args.retries, args.timeout)
     except KeyboardInterrupt:
-        return interrupted(
-            f"download: interrupted; {final}.part keeps the bytes so far and the same "
-            "command resumes it"
-        )
+        part = final + ".part"
+        if os.path.exists(part) and os.path.getsize(part):
+            return interrupted(
+                f"download: interrupted; {part} keeps the bytes so far and the same "
+                "command resumes it"
+            )
+        return interrupted("download: interrupted before any byte arrived; nothing was kept")
     except (DownloadError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

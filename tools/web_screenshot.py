@@ -28,7 +28,7 @@ from eval.web.models import ModelStore
 from eval.web.server import WebServer
 
 OPENING = ("e2e4", "g1f3", "f1c4")  # the user's moves; the model answers each
-WINDOW = (1060, 640)
+WINDOW = (1060, 720)
 COLOURS = 128  # a palette keeps the picture small enough to commit
 
 

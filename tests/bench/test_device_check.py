@@ -104,3 +104,22 @@ print(sorted(ref.placeholders), len(params))
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip().startswith("['apache_beam', 'grain']")
+
+
+def test_without_an_accelerator_it_says_so_and_writes_nothing(tmp_path):
+    out = tmp_path / "device"
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.device_check", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},  # a machine without one, wherever it runs
+    )
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.stderr.strip().splitlines() == [
+        "device check: no accelerator here (JAX sees only the CPU): the device check measures "
+        "a GPU or TPU; `make device-check ARGS=--dry-run` runs every step on CPU at toy sizes"
+    ]
+    assert "[device-check]" not in run.stdout
+    assert not out.exists()

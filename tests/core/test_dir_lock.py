@@ -52,3 +52,26 @@ def test_a_held_lock_refuses_naming_pid_and_host_and_a_killed_holders_is_taken_o
         "without releasing it"
     ]
     assert not lock.exists()
+
+
+def test_a_lock_file_with_control_bytes_is_shown_escaped(tmp_path, capsys):
+    directory, lock = tmp_path / "run", tmp_path / "run" / "lock"
+    directory.mkdir()
+    lock.write_bytes(b"\x1b[2Jgone\x07\n")  # not a holder this module wrote
+    warnings: list[str] = []
+    with dir_lock(str(directory), str(lock), "me", warn=warnings.append):
+        pass
+    (warning,) = warnings
+    assert "\x1b" not in warning and "\x07" not in warning
+    assert "left by '\\x1b[2Jgone\\x07'," in warning
+
+
+def test_a_lock_file_that_is_a_directory_is_one_line(tmp_path):
+    directory, lock = tmp_path / "run", tmp_path / "run" / "lock"
+    lock.mkdir(parents=True)
+    with pytest.raises(DirectoryBusy) as refused, dir_lock(str(directory), str(lock), "me"):
+        pass
+    assert str(refused.value) == (
+        f"{directory} cannot be locked: {lock} is a directory, not a lock file; remove it"
+    )
+    assert lock.is_dir()  # left as it was

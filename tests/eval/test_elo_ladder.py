@@ -7,7 +7,8 @@ import json
 import pytest
 
 from eval.elo_fixed import RatedGame, fit_against_fixed
-from eval.elo_ladder import JUMP, Engine, LadderConfig, main, next_level, run_ladder
+from eval.elo_ladder import main, run_ladder
+from eval.elo_ladder_player import JUMP, Engine, LadderConfig, next_level
 
 ENGINE = Engine("stockfish", "Stockfish", 1350, 2850)
 

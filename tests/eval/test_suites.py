@@ -156,3 +156,14 @@ def test_real_suites_parse_completely(shared_data):
         positions, skipped = read_suite(str(folder / name))
         assert len(positions) == count and not skipped
         assert all(p.has_solution and not p.points for p in positions)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "not an epd line\n"])
+def test_a_suite_without_positions_is_refused(tmp_path, capsys, text):
+    epd = tmp_path / "empty.epd"
+    epd.write_text(text)
+    out = tmp_path / "suites.json"
+    assert main(["--agent", "random", "--epd", str(epd), "--out", str(out), "--quiet"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1] == f"error: no well-formed positions in {epd}"
+    assert "solved" not in captured.out and not out.exists()

@@ -247,6 +247,9 @@ def test_adjudication_ends_lost_games_early(tmp_path, stockfish):
         if game["termination"].startswith("adjudication"):
             winner = game["white"] if game["result"] == "1-0" else game["black"]
             assert winner == agents[0].name
+            # Named by the side ahead, not by the sign of White's score.
+            colour = "White" if game["result"] == "1-0" else "Black"
+            assert game["termination"].startswith(f"adjudication: {colour} ahead by 400 cp")
     with pytest.raises(ValueError, match="bad item"):
         AdjudicationConfig.parse("stockfish:depth=3")
     with pytest.raises(ValueError, match="only stockfish"):

@@ -111,3 +111,24 @@ def test_cli_reports_bad_configs_before_compiling_anything(
     assert train_lib.main(argv + flags) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_config_that_cannot_be_read_is_one_line(tmp_path, capsys):
+    directory = tmp_path / "configs"
+    directory.mkdir()
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes('name = "caf\xe9"\n'.encode("latin-1"))
+    loop = tmp_path / "loop.toml"
+    loop.symlink_to(tmp_path / "loop2.toml")
+    (tmp_path / "loop2.toml").symlink_to(loop)
+    expected = {
+        directory: "is a directory, not a TOML file",
+        latin: "is not UTF-8 text (byte 0xe9 at offset 11)",
+        loop: "cannot be read: Too many levels of symbolic links",
+    }
+    for path, words in expected.items():
+        assert train_lib.main(["--config", str(path), "--out", str(tmp_path / "run")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert err.startswith(f"config error: config file {str(path)!r} {words}")
+    assert not (tmp_path / "run").exists()

@@ -194,3 +194,74 @@ def test_a_full_disk_while_logging_metrics_is_one_line(
         "run the same command again to resume from the last checkpoint"
     )
     assert not (out / "lock").exists()  # released on the way out
+
+
+def test_a_lock_that_is_a_directory_is_one_line(synthetic_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    (out / "lock").mkdir(parents=True)
+    assert train.main(argv(synthetic_data, out)) == 1
+    line = only_line(capsys.readouterr().err)
+    assert line == (
+        f"error: {out} cannot be locked: {out / 'lock'} is a directory, not a lock file; remove it"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["lock"]
+
+
+# --- a lost peer -----------------------------------------------------------------------------
+
+
+def _two_processes(words: list[str], port: int, **env: str) -> list[subprocess.Popen]:
+    shared = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_NUM_PROCESSES": "2", **env}
+    shared["JAX_COORDINATOR_ADDRESS"] = f"127.0.0.1:{port}"
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "model.train", *words],
+            cwd=ROOT,
+            env={**shared, "JAX_PROCESS_ID": str(p)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for p in range(2)
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_killed_peer_ends_the_other_in_one_line_and_the_run_resumes(synthetic_data, tmp_path):
+    out = tmp_path / "run"
+    words = argv(synthetic_data, out)
+    words[words.index("--steps") + 1] = "100000"  # still running when its peer is killed
+    first, second = _two_processes(words, _free_port(), SEARCHLESS_PEER_TIMEOUT="5")
+    try:
+        deadline = time.monotonic() + 300
+        while not finished_steps(out) and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert finished_steps(out), "the run must be going, with a checkpoint"
+        second.kill()
+        second.wait()
+        _, stderr = first.communicate(timeout=180)
+    finally:
+        for process in (first, second):
+            process.kill()
+            process.communicate()
+    assert first.returncode == 3, stderr[-3000:]
+    line = only_line(stderr)
+    step = finished_steps(out)[-1]
+    assert line.startswith("error: training process 1 of 2 stopped answering for ")
+    assert line.endswith(
+        " s (killed or crashed); process 0 stops too: the last complete checkpoint in "
+        f"{out} is step {step}; the same command on every process resumes from it"
+    )
+    # The same command on both processes resumes from that checkpoint.
+    words[words.index("--steps") + 1] = str(step + 3)
+    resumed = _two_processes(words, _free_port())
+    outputs = [p.communicate(timeout=300) for p in resumed]
+    assert [p.returncode for p in resumed] == [0, 0], outputs[0][1][-3000:]
+    assert f"resumed from step {step} " in outputs[0][0]
+    assert finished_steps(out)[-1] == step + 3

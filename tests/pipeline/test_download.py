@@ -10,6 +10,7 @@ import os
 import pathlib
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -314,3 +315,19 @@ def test_ctrl_c_keeps_the_part_says_so_in_one_line_and_exits_130(server, payload
     server.gate.set()
     result = dl.download(server.base + NAME, str(tmp_path), backoff=0)
     assert result.resumed_from == GATE and (tmp_path / NAME).read_bytes() == payload
+
+
+def test_no_network_says_nothing_is_kept_and_leaves_no_part(tmp_path, capsys):
+    # A port on 127.0.0.1 nobody listens on: the connection is refused at every attempt.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/{NAME}"
+    out = tmp_path / "out"
+    assert dl.main(["--url", url, "--out", str(out), "--retries", "0", "--sha256", "0" * 64]) == 1
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"error: {url}: gave up after 1 attempt (")
+    assert line.endswith("nothing was received; the next run starts afresh")
+    assert ".part" not in err and "Traceback" not in err
+    assert list(out.iterdir()) == []

@@ -24,19 +24,30 @@ async function api(path, params, method = "GET") {
   return body;
 }
 
+// The box's playouts; an empty or unreadable box means the default its placeholder shows.
+function playouts() {
+  const box = $("playouts"), n = Math.round(Number(box.value));
+  return box.value.trim() === "" || !Number.isFinite(n) || n < 0 ? Number(box.defaultValue) : n;
+}
+
 function modelParams() {
   return {
     model: $("model").value,
     value: $("value").value,
-    simulations: $("search").checked ? Math.max(1, Number($("playouts").value) || 1) : 0,
+    simulations: $("search").checked ? playouts() : 0,
     page: PAGE,
   };
 }
 
 const gameParams = () => ({ fen: game.startFen, moves: game.moves.join(" ") });
-const percent = (p) => (100 * p).toFixed(1) + "%";
-
 function showError(message) { $("error").textContent = message || ""; }
+
+// An answer that failed: its message, and no numbers left from an older position or model.
+function showFailure(message) {
+  showError(message);
+  clearAnalysis();
+  valueBar.show(null);
+}
 
 async function refresh() {
   const mine = ++generation;
@@ -44,7 +55,7 @@ async function refresh() {
   let pos;
   try {
     pos = await api("/api/position", gameParams());
-  } catch (e) { showError(e.message); return; }
+  } catch (e) { if (mine === generation) showFailure(e.message); return; }
   if (mine !== generation) return;
   position = pos;
   const modelSide = $("model-side").value;
@@ -57,7 +68,7 @@ async function refresh() {
     $("status").textContent = `Game over: ${pos.over.termination} (${pos.over.result})`;
     clearAnalysis();
     const white = pos.over.result === "1-0" ? 1 : pos.over.result === "0-1" ? 0 : 0.5;
-    showValue(white);
+    valueBar.show(white);
     return;
   }
   if (modelToMove) {
@@ -66,7 +77,7 @@ async function refresh() {
         $("status"), `${$("model").value} is thinking…`);
       if (mine !== generation) return;
       game.moves.push(reply.move);
-    } catch (e) { if (mine === generation) showError(e.message); return; }
+    } catch (e) { if (mine === generation) showFailure(e.message); return; }
     return refresh();
   }
   $("status").textContent = `${pos.turn === "white" ? "White" : "Black"} to move` + (pos.check ? " (check)" : "");
@@ -98,7 +109,7 @@ async function analyse(mine) {
   try {
     result = await showWaiting(api("/api/analysis", { ...gameParams(), ...modelParams() }), $("summary"), "Analysing…");
   } catch (e) {
-    if (mine === generation) { showError(e.message); $("summary").textContent = ""; }
+    if (mine === generation) showFailure(e.message);
     return;
   }
   if (mine !== generation) return;
@@ -127,19 +138,8 @@ function drawAnalysis(result) {
     .map((a, i, all) => ({ ...a, weight: a.weight / all[0].weight }));
   board.setArrows(arrows.reverse()); // the heaviest drawn last, on top
   const value = result.search ? result.search.white_value : result.white_value;
-  showValue(value);
-  $("score-head").textContent = result.kind === "prob" ? "Policy" : "Win";
-  const rows = result.moves.map((m) => {
-    const tr = document.createElement("tr");
-    tr.dataset.move = m.uci;
-    if (m.uci === (result.search ? result.search.best : result.best)) tr.className = "best";
-    const cells = [m.san, percent(m.score), m.win !== undefined && result.kind === "prob" ? percent(m.win) : "",
-      m.visits !== undefined ? String(m.visits) : "", m.q !== undefined ? percent(m.q) : ""];
-    for (const text of cells) tr.appendChild(document.createElement("td")).textContent = text;
-    tr.addEventListener("click", () => playMove(m.uci));
-    return tr;
-  });
-  document.querySelector("#moves tbody").replaceChildren(...rows);
+  valueBar.show(value, "no value");
+  showMoveTable($("moves"), result, playMove);
   let summary = `${result.model}` + (result.value_model ? ` + ${result.value_model}` : "");
   if (result.value !== null) summary += `: ${percent(result.value)} for the side to move`;
   if (result.search) {
@@ -151,18 +151,8 @@ function drawAnalysis(result) {
 
 function clearAnalysis() {
   board.setArrows([]);
-  document.querySelector("#moves tbody").replaceChildren();
+  clearMoveTable($("moves"));
   $("summary").textContent = "";
-}
-
-function showValue(white) {
-  if (white === null || white === undefined) {
-    $("value-fill").style.height = "50%";
-    $("value-text").textContent = "no value";
-    return;
-  }
-  $("value-fill").style.height = percent(white);
-  $("value-text").textContent = percent(white);
 }
 
 function playMove(uci) {
@@ -173,6 +163,18 @@ function playMove(uci) {
 }
 
 const board = new ChessBoard($("board"), playMove);
+const valueBar = new ValueBar($("value-bar"), $("value-fill"), $("value-text"));
+
+function orient(side) {
+  board.setOrientation(side);
+  valueBar.setOrientation(side);
+}
+
+// The user's side at the bottom, as lichess turns the board; analysis keeps the board as it is.
+function orientForUser() {
+  const modelSide = $("model-side").value;
+  if (modelSide !== "none") orient(modelSide === "white" ? "black" : "white");
+}
 
 function newGame(fen = "", moves = [], tags = {}) {
   game.startFen = fen;
@@ -193,23 +195,31 @@ async function loadPasted() {
   try {
     const loaded = await api("/api/load", { text: $("paste").value }, "POST");
     newGame(loaded.fen, loaded.moves, loaded.tags);
-  } catch (e) { showError(e.message); }
+  } catch (e) { showFailure(e.message); }
 }
+
+let modelKinds = {};
+
+// An AV or SV model values its moves itself: the value model applies beside a BC policy only.
+function showValueChoice() { $("value").disabled = modelKinds[$("model").value] === "win"; }
 
 async function start() {
   const info = await api("/api/models", {});
   for (const m of info.models) {
+    modelKinds[m.name] = m.kind;
     $("model").add(new Option(`${m.name} (${m.target || "?"})`, m.name, false, m.name === info.default_model));
     if (m.kind === "win") $("value").add(new Option(m.name, m.name, false, m.name === info.default_value));
   }
   $("value").add(new Option("none", "none", false, !info.default_value));
   $("playouts").max = info.max_simulations;
+  showValueChoice();
+  orientForUser();
   newGame();
 }
 
 $("new-game").addEventListener("click", () => newGame());
 $("undo").addEventListener("click", undo);
-$("flip").addEventListener("click", () => { board.flip(); });
+$("flip").addEventListener("click", () => orient(board.orientation === "white" ? "black" : "white"));
 $("model-move").addEventListener("click", async () => {
   if (!position || position.over) return;
   const mine = ++generation;
@@ -218,9 +228,10 @@ $("model-move").addEventListener("click", async () => {
     if (mine !== generation) return;
     game.moves.push(reply.move);
     refresh();
-  } catch (e) { if (mine === generation) showError(e.message); }
+  } catch (e) { if (mine === generation) showFailure(e.message); }
 });
 $("load").addEventListener("click", loadPasted);
-for (const id of ["model", "value", "search", "playouts"]) $(id).addEventListener("change", () => refresh());
-$("model-side").addEventListener("change", () => refresh());
+for (const id of ["value", "search", "playouts"]) $(id).addEventListener("change", () => refresh());
+$("model").addEventListener("change", () => { showValueChoice(); refresh(); });
+$("model-side").addEventListener("change", () => { orientForUser(); refresh(); });
 start().catch((e) => showError(e.message));

@@ -44,6 +44,7 @@ class ChessBoard {
     this.svg.addEventListener("pointerup", (e) => this.pointerUp(e));
     this.svg.addEventListener("pointercancel", () => this.cancelDrag());
     this.arrows = [];
+    this.picker = null;
     this.render();
   }
 
@@ -69,6 +70,7 @@ class ChessBoard {
 
   // legal: [{uci, san}] of the side to move, [] when the user may not move now.
   setPosition(fen, legal, lastMove, check) {
+    this.closePromotion();
     this.pieces = piecesOfFen(fen);
     this.turn = fen.split(" ")[1] === "w" ? "w" : "b";
     this.legal = legal;
@@ -81,7 +83,13 @@ class ChessBoard {
 
   setArrows(arrows) { this.arrows = arrows; this.renderArrows(); }
 
-  flip() { this.orientation = this.orientation === "white" ? "black" : "white"; this.render(); }
+  // "white" or "black": the side at the bottom.
+  setOrientation(side) {
+    if (side === this.orientation) return;
+    this.orientation = side;
+    this.closePromotion();
+    this.render();
+  }
 
   movesFrom(square) { return this.legal.filter((m) => m.uci.slice(0, 2) === square); }
 
@@ -95,14 +103,6 @@ class ChessBoard {
         const light = (FILES.indexOf(f) + r) % 2 === 1;
         svgEl("rect", { x, y, width: 1, height: 1, class: `sq ${light ? "light" : "dark"}`,
           "data-square": square }, this.svg);
-        if ((this.orientation === "white" ? r === 1 : r === 8)) {
-          svgEl("text", { x: x + 0.86, y: y + 0.95, class: `coord ${light ? "on-light" : "on-dark"}` },
-            this.svg).textContent = f;
-        }
-        if ((this.orientation === "white" ? f === "a" : f === "h")) {
-          svgEl("text", { x: x + 0.04, y: y + 0.18, class: `coord ${light ? "on-light" : "on-dark"}` },
-            this.svg).textContent = r;
-        }
       }
     }
     const mark = (square, cls) => {
@@ -128,8 +128,24 @@ class ChessBoard {
       this.pieceEls[square] = svgEl("image", { href: `/piece/${code}.svg`, x, y, width: 1, height: 1,
         class: "piece", "data-piece": code, "data-square": square }, this.svg);
     }
+    this.renderCoordinates(); // after the highlights and the pieces, so that none hides them
     this.arrowLayer = svgEl("g", { class: "arrows" }, this.svg);
     this.renderArrows();
+  }
+
+  // Files along the bottom edge and ranks along the left one, as the board is turned.
+  renderCoordinates() {
+    const layer = svgEl("g", { class: "coords" }, this.svg);
+    for (let i = 0; i < 8; i++) {
+      const file = this.orientation === "white" ? FILES[i] : FILES[7 - i];
+      const rank = this.orientation === "white" ? 8 - i : i + 1;
+      const text = (x, y, label, square) => {
+        const light = (FILES.indexOf(square[0]) + Number(square[1])) % 2 === 1;
+        svgEl("text", { x, y, class: `coord ${light ? "on-light" : "on-dark"}` }, layer).textContent = label;
+      };
+      text(i + 0.86, 7.95, file, file + (this.orientation === "white" ? 1 : 8));
+      text(0.04, i + 0.18, rank, (this.orientation === "white" ? "a" : "h") + rank);
+    }
   }
 
   renderArrows() {
@@ -151,6 +167,7 @@ class ChessBoard {
   // --- input -----------------------------------------------------------------------------
 
   pointerDown(event) {
+    if (this.picker) { this.closePromotion(); this.render(); return; }
     const square = this.squareAt(event);
     if (!square) return;
     if (this.selected && this.tryMove(this.selected, square)) return;
@@ -197,20 +214,30 @@ class ChessBoard {
     return true;
   }
 
+  // The pieces to promote to in a column from the promotion square toward the board's
+  // centre (queen on the square, as lichess has it); a click elsewhere takes the move back.
   askPromotion(from, to) {
     this.render();
     const picker = document.createElement("div");
     picker.className = "promotion";
     const [x, y] = this.xy(to);
+    const down = y < 4;
     picker.style.left = `${x * 12.5}%`;
-    picker.style.top = `${Math.min(y, 4) * 12.5}%`;
-    for (const piece of "qrbn") {
+    picker.style.top = `${(down ? y : y - 3) * 12.5}%`;
+    picker.style.flexDirection = down ? "column" : "column-reverse";
+    for (const piece of "qnrb") {
       const img = document.createElement("img");
       img.src = `/piece/${this.turn}${piece.toUpperCase()}.svg`;
       img.dataset.promotion = piece;
-      img.addEventListener("click", () => { picker.remove(); this.onMove(from + to + piece); });
+      img.addEventListener("click", () => { this.closePromotion(); this.onMove(from + to + piece); });
       picker.appendChild(img);
     }
     this.container.appendChild(picker);
+    this.picker = picker;
+  }
+
+  closePromotion() {
+    if (this.picker) this.picker.remove();
+    this.picker = null;
   }
 }

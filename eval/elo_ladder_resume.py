@@ -1,0 +1,110 @@
+"""What a rerun of the Elo ladder does with the games an earlier run left in `<out>`.
+
+A player's ladder is deterministic given its results (the level starts at the engine's floor
+and each step re-aims from the fit), so a rerun replays it game by game and reuses each game
+the earlier run finished (`games.pgn`, matched by round, players, opening and the settings
+that shape the games), playing only what is missing: an interrupted ladder resumes where it
+stopped. A game cut short by the interruption is played again; earlier games the rerun does not
+reach (a lower game cap) are kept at the end of games.pgn.
+
+Games of other settings, or of players this run does not rate, cannot be reused; rather than
+drop them, the earlier results are moved aside, whole, into `<out>/earlier-<time>/`, and the
+run starts over (said in one line).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pathlib
+from dataclasses import dataclass, field
+
+import chess.pgn
+
+from eval.tournament import read_finished
+
+# PGN tags of the ladder's own: the settings that shape its games, and a game's seconds.
+SETTINGS_TAG = "LadderSettings"
+SECONDS_TAG = "LadderSeconds"
+GameKey = tuple[str, str, str, str]
+
+
+def settings_text(engine_name: str, config) -> str:
+    """The settings a reused game must have been played under (its `LadderSettings` tag):
+    the engine, its movetime, the ply cap, adjudication, openings and how levels are aimed.
+    The stopping rules (target, time, game caps) may change between runs."""
+    return (
+        f"engine={engine_name};sf_time={config.sf_time:g};max_plies={config.max_plies};"
+        f"adjudicate={config.adjudicate};seed={config.seed};"
+        f"pairs_per_step={config.pairs_per_step};level_step={config.level_step};"
+        f"confidence={config.confidence:g}"
+    )
+
+
+def game_key(round_: str, white: str, black: str, opening: str) -> GameKey:
+    return round_, white, black, opening
+
+
+@dataclass
+class EarlierGames:
+    """The finished games a rerun may reuse, by key; `used` counts those it did."""
+
+    games: dict[GameKey, chess.pgn.Game]
+    taken: set[GameKey] = field(default_factory=set)
+
+    def take(self, key: GameKey) -> chess.pgn.Game | None:
+        game = self.games.get(key)
+        if game is not None:
+            self.taken.add(key)
+        return game
+
+    def untaken(self) -> list[chess.pgn.Game]:
+        """The earlier games this run did not reach (a lower cap, an interruption first):
+        written back to games.pgn after the run's own, so that no finished game is lost."""
+        return [g for k, g in self.games.items() if k not in self.taken]
+
+
+def _ladder_player(game: chess.pgn.Game, players: set[str]) -> str | None:
+    """The rated side's name (the other side is a Stockfish level), or None."""
+    sides = {game.headers.get("White", ""), game.headers.get("Black", "")}
+    found = sides & players
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def earlier_games(
+    out: pathlib.Path, pgn_name: str, settings: str, players: set[str]
+) -> tuple[EarlierGames, str | None]:
+    """(the reusable games in `out/pgn_name`, the reason they cannot be reused or None). A
+    reason means the earlier results must be set aside before the run writes anything."""
+    path = out / pgn_name
+    if not path.exists() or path.stat().st_size == 0:
+        return EarlierGames({}), None
+    try:
+        finished = read_finished(path)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return EarlierGames({}), f"{path} cannot be read ({e})"
+    if not finished:
+        return EarlierGames({}), f"{path} holds no finished game"
+    other = [g for g in finished.values() if g.headers.get(SETTINGS_TAG) != settings]
+    if other:
+        return EarlierGames({}), f"{path} holds {len(other)} games of other settings"
+    strangers = [g for g in finished.values() if _ladder_player(g, players) is None]
+    if strangers:
+        return EarlierGames({}), f"{path} holds {len(strangers)} games of other players"
+    return EarlierGames(finished), None
+
+
+def set_aside(out: pathlib.Path, names: tuple[str, ...]) -> pathlib.Path:
+    """Moves the outputs `names` that exist in `out` into a new `out/earlier-<UTC time>/`;
+    returns that folder."""
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    folder = out / f"earlier-{stamp}"
+    suffix = 1
+    while folder.exists():
+        suffix += 1
+        folder = out / f"earlier-{stamp}-{suffix}"
+    folder.mkdir()
+    for name in names:
+        if (out / name).exists():
+            os.replace(out / name, folder / name)
+    return folder
