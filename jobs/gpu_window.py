@@ -144,7 +144,8 @@ def test_metrics(config, ema_params) -> dict[str, float]:
     from model.train_step import Placement
 
     evaluator = Evaluator(config, load_boards(config.data.test), Placement.over_all_devices())
-    return {k: round(float(v), 4) for k, v in evaluator(ema_params).items()}
+    result = evaluator(ema_params)  # a metric the target has not is None
+    return {k: None if v is None else round(float(v), 4) for k, v in result.items()}
 
 
 def evaluate(window: Window, puzzles_path: str, count: int) -> dict[str, Any]:
