@@ -146,3 +146,15 @@ def test_dry_run_trains_by_the_clock_exports_and_the_model_plays(shards, tmp_pat
     err = capsys.readouterr().err.strip()
     assert err == "error: model.tar.00 does not match its sha256"
     assert Predictor.from_checkpoint(str(model)).step == step
+
+
+def test_window_refuses_bad_input_in_one_line_before_training(shards, tmp_path, capsys):
+    out = tmp_path / "out"
+    missing = ["--data", str(tmp_path / "none"), "--out", str(out)]
+    assert gpu_window.main(missing) == 2
+    assert capsys.readouterr().err.strip().startswith("config error: data.train = ")
+    no_time = ["--data", str(shards), "--out", str(out), "--minutes", "1"]
+    assert gpu_window.main(no_time) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "config error: --minutes 1.0 leaves no training time after --reserve-s 75.0"
+    assert not (out / "model.tar.00").exists()
