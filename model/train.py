@@ -62,6 +62,7 @@ from model.train_step import (
     maybe_initialize_distributed,
 )
 from model.transformer import count_params
+from model.wall_clock import WallClock
 
 # Where orbax's save threads log their failures (absl) and their lost futures (asyncio).
 LIBRARY_LOGGERS = ("absl", "asyncio")
@@ -82,6 +83,7 @@ def train(
     out: str,
     stop_after: int | None = None,
     log: Callable[[str], None] = print,
+    clock: WallClock | None = None,
 ) -> TrainResult:
     """Trains (or resumes) `config` into run dir `out`; returns the final state.
 
@@ -92,11 +94,14 @@ def train(
     train record averages the steps since the previous multiple of `log_every`, the steps
     before a checkpoint travelling in its meta (`log_window`), and an evaluation the
     interruption cut off is made on resuming. A latest checkpoint that does not restore is
-    moved aside for the one before (model.run_dir).
+    moved aside for the one before (model.run_dir). `clock` (model.wall_clock, one process
+    only) adds a checkpoint every so many seconds and a stop, with a checkpoint, at a time.
     """
     config_lib.validate(config)
     t = config.train
     placement = Placement.over_all_devices()
+    if clock is not None and jax.process_count() > 1:
+        raise ConfigError("a wall-clock stop needs one process: the hosts' clocks disagree")
     if t.batch_size % len(jax.devices()):
         raise ConfigError(
             f"train.batch_size {t.batch_size} is not divisible by the {len(jax.devices())} devices"
@@ -126,15 +131,22 @@ def train(
                 if step % t.log_every == 0 or step == t.num_steps:
                     run.log_train(step)
                 stopping = step < t.num_steps and (
-                    stops.signal is not None or (stop_after is not None and step >= stop_after)
+                    stops.signal is not None
+                    or (stop_after is not None and step >= stop_after)
+                    or (clock is not None and clock.stop_due())
                 )
-                if step % t.checkpoint_every == 0 or step == t.num_steps or stopping:
+                timed_save = clock is not None and clock.save_due()
+                if step % t.checkpoint_every == 0 or step == t.num_steps or stopping or timed_save:
                     run.save(step)
+                    if clock is not None:
+                        clock.saved(step, run.state)
                 if run.evaluator is not None and run.is_eval_step(step) and not stopping:
                     last_eval = run.evaluate(step)
                 if stopping:
                     stopped_early = True
                     why = f" by {signal.Signals(stops.signal).name}" if stops.signal else ""
+                    if not why and clock is not None and clock.stop_due():
+                        why = " by the clock"
                     log(f"stopped{why} at step {step}; run the same command again to resume")
                     break
             if start >= t.num_steps:

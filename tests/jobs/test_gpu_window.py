@@ -1,0 +1,160 @@
+"""The accelerator window's preparation on the CPU: the packer (jobs/pack_data.py) on real
+Parquet shards, and the window's command (jobs/gpu_window.py) end to end as a dry run, its
+exported model loaded back the way it is shipped and playing a legal move."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import re
+
+import chess
+import jax.numpy as jnp
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from core.schema import read_boards
+from jobs import gpu_export, gpu_window, pack_data
+from jobs.gpu_export import PART_BYTES, compact_params
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _model_fixtures():
+    """tests/model/conftest.py's real-board rows and shard writer (a conftest cannot be
+    imported by name from another folder's tests)."""
+    spec = importlib.util.spec_from_file_location(
+        "model_fixtures", ROOT / "tests/model/conftest.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> pathlib.Path:
+    """Four shards of 40 real boards each (legal moves, seeded random values)."""
+    fixtures = _model_fixtures()
+    directory = tmp_path_factory.mktemp("shards")
+    fixtures.write_shards(fixtures.synthetic_rows(160, seed=11), directory, 4)
+    return directory
+
+
+def test_pack_takes_whole_shards_within_the_budget_recompressed(shards, tmp_path):
+    sizes = [f.stat().st_size for f in sorted(shards.glob("boards-*.parquet"))]
+    out = tmp_path / "packed"
+    # Room for two recompressed shards, not three (zstd at 19 only shrinks these).
+    budget = int(sum(sizes[:2]) * 1.05)
+    packed = pack_data.pack(str(shards), str(out), budget)
+    assert [p.name for p in packed] == [
+        "boards-00000-of-00002.parquet",
+        "boards-00001-of-00002.parquet",
+    ]
+    assert sum(p.bytes_after for p in packed) <= budget
+    assert all(p.bytes_after < p.bytes_before for p in packed)
+    for p in packed:
+        column = pq.ParquetFile(out / p.name).metadata.row_group(0).column(0)
+        assert column.compression == "ZSTD"
+    # The same rows as the first two source shards, through the loader's schema check.
+    source = read_boards(",".join(str(shards / f"boards-0000{i}-of-00004.parquet") for i in (0, 1)))
+    assert read_boards(str(out)).to_pylist() == source.to_pylist()
+    assert sum(p.boards for p in packed) == 80
+
+
+def test_pack_command_says_what_it_packed_and_refuses_bad_input(shards, tmp_path, capsys):
+    out = tmp_path / "packed"
+    assert pack_data.main(["--data", str(shards), "--out", str(out), "--budget-mib", "5"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("packed 160 boards in 4 of 4 shard(s)")
+    manifest = json.loads((out / pack_data.MANIFEST).read_text())
+    assert manifest["boards"] == 160 and manifest["shards_packed"] == 4
+    assert pack_data.main(["--data", str(tmp_path / "none"), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: no annotated board shards")
+    # A folder that is no earlier pack is not replaced.
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "notes.txt").write_text("mine")
+    assert pack_data.main(["--data", str(shards), "--out", str(tmp_path / "keep")]) == 1
+    assert "holds no pack.json: not replaced" in capsys.readouterr().err
+    assert (tmp_path / "keep" / "notes.txt").read_text() == "mine"
+    not_boards = tmp_path / "other" / "boards-00000-of-00001.parquet"
+    not_boards.parent.mkdir()
+    pq.write_table(
+        pq.read_table(shards / "boards-00000-of-00004.parquet")
+        .drop(["fen"])
+        .replace_schema_metadata(None),
+        not_boards,
+    )
+    assert pack_data.main(["--data", str(not_boards.parent), "--out", str(out)]) == 1
+    assert "not an annotated-boards file" in capsys.readouterr().err
+
+
+def test_compact_params_are_bfloat16():
+    params = {"w": np.ones((3, 2), np.float32), "n": np.arange(3, dtype=np.int32)}
+    compact = compact_params(params)
+    assert compact["w"].dtype == jnp.bfloat16 and compact["n"].dtype == np.int32
+
+
+@pytest.mark.slow
+def test_dry_run_trains_by_the_clock_exports_and_the_model_plays(shards, tmp_path, capsys):
+    out, run = tmp_path / "out", tmp_path / "run"
+    argv = ["--dry-run", "--data", str(shards), "--out", str(out), "--run", str(run)]
+    test = str(shards / "boards-00003-of-00004.parquet")
+    assert gpu_window.main([*argv, "--test-data", test, "--puzzle-count", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert "stopped by the clock" in printed
+
+    # What comes back from a device: at most 8 plain files, none over 16 MiB, plain names.
+    files = sorted(out.iterdir())
+    assert len(files) <= 8 and all(f.is_file() for f in files)
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+", f.name) for f in files)
+    assert all(f.stat().st_size <= PART_BYTES for f in files)
+    assert {"window.json", "log.txt", "metrics.jsonl", "model.tar.00"} <= {f.name for f in files}
+
+    window = json.loads((out / "window.json").read_text())
+    import jax
+
+    assert window["finished"] and window["dry_run"]
+    assert window["environment"]["jax_version"] == jax.__version__
+    assert window["environment"]["platform"] == "cpu"
+    assert window["data"]["boards"] == 160
+    step = window["step"]
+    assert 1 <= step < window["config"]["train"]["num_steps"]
+    assert window["examples_seen"] == step * 8
+    assert window["model"]["dtype"] == "bfloat16"
+    assert window["puzzles"]["total"] == 3
+    assert np.isfinite(window["test"]["test_loss"]) and 0 <= window["test"]["test_accuracy"] <= 1
+    assert (out / "log.txt").read_text().count("exported step") >= 1
+
+    # Loaded back as every reader loads a run: the predictor, then a legal move.
+    from model.predictor import Predictor
+
+    model = tmp_path / "models-gpu"
+    assert gpu_export.main([str(out), str(model)]) == 0
+    predictor = Predictor.from_checkpoint(str(model))
+    assert predictor.step == step and predictor.config.model.backbone == "squares"
+    board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
+    move = predictor.best_moves([board])[0]
+    assert chess.Move.from_uci(move) in board.legal_moves
+
+    # A part damaged on its way is refused in one line, the model left as it was.
+    part = out / "model.tar.00"
+    part.write_bytes(part.read_bytes()[:-1] + b"x")
+    assert gpu_export.main([str(out), str(model)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "error: model.tar.00 does not match its sha256"
+    assert Predictor.from_checkpoint(str(model)).step == step
+
+
+def test_window_refuses_bad_input_in_one_line_before_training(shards, tmp_path, capsys):
+    out = tmp_path / "out"
+    missing = ["--data", str(tmp_path / "none"), "--out", str(out)]
+    assert gpu_window.main(missing) == 2
+    assert capsys.readouterr().err.strip().startswith("config error: data.train = ")
+    no_time = ["--data", str(shards), "--out", str(out), "--minutes", "1"]
+    assert gpu_window.main(no_time) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "config error: --minutes 1.0 leaves no training time after --reserve-s 75.0"
+    assert not (out / "model.tar.00").exists()
