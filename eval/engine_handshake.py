@@ -60,8 +60,11 @@ def check_uci(path: str, seconds: float = HANDSHAKE_SECONDS) -> None:
     finally:
         process.kill()
         process.wait()
-        process.stdin.close()
-        process.stdout.close()
+        for stream in (process.stdin, process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass  # closing flushes the unsent `uci` into the pipe of an engine that exited
     if problem:
         text = out.decode(errors="replace").strip()
         shown = repr(text[:_SHOWN]) + ("..." if len(text) > _SHOWN else "")

@@ -2,6 +2,7 @@
 .venv/pip.log, and its tail comes out only when the install fails. Run with a stand-in for
 the venv's python that talks like pip, in a scratch directory."""
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,12 +22,17 @@ def install(tmp_path: Path, exit_code: int) -> subprocess.CompletedProcess:
         f'echo "pip $*"\nexit {exit_code}\n'
     )
     python.chmod(0o755)
+    # Under `make test` the outer make's variables would make this one a sub-make, which
+    # prints "Entering directory" lines a user's `make setup` does not.
+    outer = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+    env = {k: v for k, v in os.environ.items() if k not in outer}
     return subprocess.run(
         ["make", "-f", str(ROOT / "Makefile"), ".venv/.installed"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
+        env=env,
     )
 
 

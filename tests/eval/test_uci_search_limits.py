@@ -57,9 +57,14 @@ def timed(engine, go: str) -> tuple[float, list[str], str]:
     return time.monotonic() - start, lines, move
 
 
-def test_a_search_game_compiles_nothing_after_readyok(uci_process, tmp_path):
+def test_a_search_game_compiles_nothing_once_the_search_is_ready(uci_process, tmp_path):
     engine, log = start(uci_process, tmp_path)
     assert engine.ready() == []
+    # readyok comes once the policy is compiled (its two widths for one board); the search's
+    # shapes compile in the background, and a `go` with no clock waits for them.
+    assert len(compiles(log)) >= 2
+    engine.send("position startpos")
+    timed(engine, "go nodes 1")
     compiled = compiles(log)
     # Each model: 1 and SearchBatch boards at two edge widths, and one wide board.
     assert len(compiled) == 10, compiled
