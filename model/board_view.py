@@ -3,7 +3,6 @@ with all its moves, as a graph (model/graph.py) with a target per move edge."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +11,7 @@ from core import bins
 from core.actions import NUM_ACTIONS, indices_to_moves
 from core.progress import Progress
 from core.targets import target_kind
+from core.workers import usable_cores
 from model import graph
 from model.batch import Batch
 from model.data import Batches, BoardData, DataError, ItemView, make_view
@@ -37,19 +37,10 @@ class BoardGraphs:
 PARALLEL_BOARDS = 20_000
 
 
-def _usable_cores() -> int:
-    """The cores this process may run on (its affinity, which containers and `taskset`
-    narrow), not every core of the machine."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity on this platform
-        return os.cpu_count() or 1
-
-
 def _encode(fens: np.ndarray) -> graph.Graphs:
     if len(fens) <= PARALLEL_BOARDS:
         return graph.encode_fens(fens)
-    workers = _usable_cores()
+    workers = usable_cores()
     meter = Progress(f"board graphs ({workers} workers)", len(fens), "boards")
     graphs = graph.encode_fens(fens, workers=workers, progress=meter.update)
     meter.done()

@@ -35,11 +35,6 @@ space.
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.connection
-import os
-import signal
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -47,6 +42,7 @@ import chess
 import numpy as np
 
 from core.actions import ACTIONS, NUM_ACTIONS
+from core.workers import SPAWN, worker_start
 from model.move_facts import EXCHANGE_CLASSES, exchange_classes
 
 NUM_SQUARES = 64
@@ -347,11 +343,12 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
     return senders + theirs_s, receivers + theirs_r, kinds + theirs_k, edge_actions, len(actions)
 
 
-def encode_boards(boards: Iterable[chess.Board]) -> Graphs:
-    """The graphs of `boards` (python-chess does the move generation)."""
+def encode_boards(boards: Iterable[chess.Board], edges: Callable = board_edges) -> Graphs:
+    """The graphs of `boards` (python-chess does the move generation); `edges` is one
+    board's (senders, receivers, kinds, actions, move count), `board_edges` but in tests."""
     senders, receivers, kinds, actions, counts, moves = [], [], [], [], [], []
     for board in boards:
-        s, r, k, a, n = board_edges(board)
+        s, r, k, a, n = edges(board)
         senders += s
         receivers += r
         kinds += k
@@ -410,9 +407,7 @@ def encode_fens(
         results = map(_encode_chunk, chunks)
         pool = None
     else:
-        pool = multiprocessing.get_context("spawn").Pool(
-            min(workers, len(chunks)), initializer=_worker_start
-        )
+        pool = SPAWN.Pool(min(workers, len(chunks)), initializer=worker_start)
         results = pool.imap(_encode_chunk, [list(chunk) for chunk in chunks])
     try:
         for part in results:
@@ -424,22 +419,6 @@ def encode_fens(
         if pool is not None:
             pool.terminate()
     return concatenate(parts)
-
-
-def _worker_start() -> None:
-    # Ctrl-C reaches the whole process group: the parent stops the pool, the workers must
-    # not each die with a traceback of their own.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # A worker holds both ends of its task queue, so it would wait for tasks forever after
-    # the parent is killed: the parent's sentinel ends it instead.
-    threading.Thread(target=_exit_with_parent, daemon=True).start()
-
-
-def _exit_with_parent() -> None:
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        multiprocessing.connection.wait([parent.sentinel])
-        os._exit(1)
 
 
 def edge_bucket(num_edges: int, step: int = 64) -> int:

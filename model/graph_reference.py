@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import chess
-import numpy as np
 
 from model.graph import (
     _ACTION_BY_MOVE,
@@ -25,6 +24,7 @@ from model.graph import (
     PROMOTIONS,
     Graphs,
     checking_moves,
+    encode_boards,
 )
 from model.move_facts import exchange_class
 
@@ -71,22 +71,4 @@ def reference_board_edges(
 
 def reference_encode_fens(fens: Sequence[str]) -> Graphs:
     """model/graph.py's `encode_fens` as first written: one process, `reference_board_edges`."""
-    senders, receivers, kinds, actions, counts, moves = [], [], [], [], [], []
-    for fen in fens:
-        s, r, k, a, n = reference_board_edges(chess.Board(fen))
-        senders += s
-        receivers += r
-        kinds += k
-        actions += a
-        counts.append(len(s))
-        moves.append(n)
-    offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    return Graphs(
-        offsets=offsets,
-        num_moves=np.asarray(moves, np.int32),
-        senders=np.asarray(senders, np.uint8),
-        receivers=np.asarray(receivers, np.uint8),
-        kinds=np.asarray(kinds, np.int16),
-        actions=np.asarray(actions, np.int16),
-    )
+    return encode_boards((chess.Board(fen) for fen in fens), edges=reference_board_edges)

@@ -60,8 +60,8 @@ from core.game_end import board_outcome
 from core.openings import DEFAULT_OPENINGS, Opening, choose_openings, load_openings
 from core.outputs import OutputError, check_file
 from core.progress import Progress, format_duration, print_result
+from core.workers import SPAWN, usable_cores, worker_start
 from pipeline.engine import EngineError, UciEngine
-from pipeline.workers import SPAWN, usable_cores, worker_start
 
 DEFAULT_LIMIT = "nodes=500"
 UNFINISHED = "*"

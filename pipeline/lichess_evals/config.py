@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.workers import usable_cores
+from core.workers import usable_cores
 
 DEFAULT_ROWS_PER_SHARD = 1_000_000
 DEFAULT_PROGRESS_SECONDS = 5.0

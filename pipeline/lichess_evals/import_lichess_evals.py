@@ -39,7 +39,7 @@ lines, two batches per worker in flight, and takes the results in input order, s
 setting a resume must match. The workers only convert: reading, writing and every file stay in
 this process. A worker that dies (killed, out of memory) ends the import with WorkerDied, the
 completed parts kept for a rerun; workers end with a killed import. They are started as
-pipeline/workers.py says ("spawn"): a program calling `import_lichess_evals` with workers
+core/workers.py says ("spawn"): a program calling `import_lichess_evals` with workers
 therefore needs the usual `if __name__ == "__main__":` guard.
 
 `import_lichess_evals(input_path, output_dir, config)` is the programmatic entry point.

@@ -1,5 +1,6 @@
-"""Worker processes for the jobs that fan out over cores (self-play, the Lichess evaluation
-import): how many cores there are, and how a worker starts.
+"""Worker processes for the work that fans out over cores (self-play, the Lichess evaluation
+import, building the board graphs of a large split): how many cores there are, and how a
+worker starts.
 
 Workers are started with "spawn": they inherit nothing from the parent, whose threads
 (pyarrow's, a caller's) make "fork" unsafe; a program that runs such a job therefore needs the
