@@ -79,6 +79,7 @@ class PeerWatch:
         self.on_lost = on_lost or _print_and_exit
         self._beats = 0
         self._stop = threading.Event()
+        self._found = threading.Event()
         now = time.monotonic()
         self._seen = {p: ("", now) for p in range(count) if p != process}  # value, when it moved
         self._store_ok = now  # the last time the key-value store answered
@@ -96,12 +97,22 @@ class PeerWatch:
         except Exception:  # the others are finishing too; nothing to tell
             pass
 
+    def explains(self, error: BaseException) -> bool:
+        """Whether a lost peer explains `error`, an exception this process met while the watch
+        ran. A collective whose peer died can fail at once (Gloo: "Connection reset by peer"),
+        before the peer's beat is overdue; waiting out the timeout lets the watch say the one
+        line (by default ending the process there) instead of the collective's traceback."""
+        if self._stop.is_set() and not self._found.is_set():
+            return False  # finished normally: nothing is being watched
+        return self._found.wait(self.timeout + 3 * BEAT_SECONDS)
+
     def _run(self) -> None:
         while not self._stop.wait(BEAT_SECONDS):
             self._exchange()
             lost, silent = self._lost()
             if lost and not self._stop.is_set():
                 self._stop.set()
+                self._found.set()
                 line = peer_lost_line(lost, self.process, self.count, silent, self.resume())
                 self.on_lost(line)
 

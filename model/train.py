@@ -333,6 +333,7 @@ def resume_text(out: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    watch = None
     try:
         config = config_lib.validate(resolve_config(args))
         check_dir(args.out)
@@ -363,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # a full disk, wherever orbax or a log write met it
         full = disk_full(e)
         if full is None:
+            if watch is not None and watch.explains(e):
+                return peer_loss.EXIT_PEER_LOST  # the watch has said the line
             raise
         print(
             disk_full_line(
