@@ -75,7 +75,7 @@ lint: setup
 demo: setup
 	$(PY) -m jobs.demo $(DEMO_ARGS)
 
-# The strongest model two cores make (jobs/cpu_model.py, ~70 min): self-play and Lichess games ->
+# The strongest model two cores make (jobs/cpu_model/recipe.py, ~70 min): self-play and Lichess games ->
 # action values (evaluation positions excluded) -> gateau AV -> learning curve, evaluation,
 # ablations in results/cpu-model/ -> models/cpu. Reruns reuse finished steps;
 # CPU_MODEL_ARGS="--scale quick" is the couple-of-minutes version.
@@ -103,14 +103,14 @@ annotate: setup
 	$(PY) -m pipeline.annotate $(INPUT) --out $(OUT) --split $(SPLIT) --limit $(LIMIT) \
 		--direct_num_workers=$(WORKERS) --direct_running_mode=multi_processing $(ARGS)
 
-# Train (model/train.py): CONFIG, DATA (train shards), TEST (test shards; evaluation is
+# Train (model/training/train.py): CONFIG, DATA (train shards), TEST (test shards; evaluation is
 # skipped when absent), OUT (run dir: resumed when it holds checkpoints), ARGS ("--set k=v").
 train: CONFIG = model/configs/small.toml
 train: DATA = data/annotated/train
 train: TEST = $(if $(filter %/train,$(DATA)),$(patsubst %/train,%/test,$(DATA)))
 train: OUT = runs/small
 train: setup
-	$(PY) -m model.train --config $(CONFIG) --data $(DATA) \
+	$(PY) -m model.training.train --config $(CONFIG) --data $(DATA) \
 		$(if $(wildcard $(TEST)),--test-data $(TEST),--test-data "") --out $(OUT) $(ARGS)
 
 # Puzzle accuracy by rating. AGENT: one or more agent specs (`python -m eval.puzzles --help`),
@@ -129,14 +129,14 @@ web: setup
 	$(PY) -m eval.web $(WEB_ARGS)
 
 bench: setup
-	$(PY) -m bench.tokenize
+	$(PY) -m bench.tokenizer_speed
 	$(PY) -m bench.graphs
-	$(PY) -m bench.annotate
+	$(PY) -m bench.annotate_speed
 	$(PY) -m bench.inference
-	$(PY) -m bench.train
+	$(PY) -m bench.train_speed
 	$(PY) -m bench.backbones
-	$(PY) -m bench.import
-	$(PY) -m bench.dask
+	$(PY) -m bench.chessbench_import
+	$(PY) -m bench.dask_runner
 	$(PY) -m bench.zstd_read
 	$(PY) -m bench.uci
 	$(PY) -m bench.uci_cold_start
@@ -156,14 +156,14 @@ MODEL   ?= models/cpu-av
 search-report: setup
 	$(PY) -m bench.search_report --model $(MODEL) --out $(RESULTS)/search $(ARGS)
 
-# An absolute Elo (eval/elo_ladder.py): models/cpu searchless and searching, greedy and random,
+# An absolute Elo (eval/elo/ladder.py): models/cpu searchless and searching, greedy and random,
 # each against Stockfish UCI_Elo levels aimed where it scores half, until +-60 Elo or the time
 # cap (25 minutes; ELO_ARGS="--max-minutes 60" for more). JSON, table, plot and games in
 # $(RESULTS)/elo/: results/elo/ holds the committed measurement, so RESULTS=/tmp/mine keeps it.
 # At a lower priority (ELO_NICE= for none): 25 minutes of both cores beside other work.
 ELO_NICE ?= nice -n 5
 elo: setup
-	$(ELO_NICE) $(PY) -m eval.elo_ladder --out $(RESULTS)/elo $(ELO_ARGS)
+	$(ELO_NICE) $(PY) -m eval.elo.ladder --out $(RESULTS)/elo $(ELO_ARGS)
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info

@@ -16,12 +16,12 @@ Prints one JSON object (progress on stderr):
 - `play`: per backbone, boards/s of Predictor.move_values (every legal move valued) and of
   NeuralAgent.choose_move (that and the agent's repetition check), one board per call as in
   a game, alternating rounds; `ratio` and `agent_ratio` per round (goal >= 20).
-- `quality` (with --quality): both trained by model.train for the same wall-clock on the
+- `quality` (with --quality): both trained by model.training.train for the same wall-clock on the
   same data (steps = `--seconds` x the step rate just measured; the seconds actually taken
   are reported), then, on the test split, eval.metrics (test log-loss, action accuracy,
   Kendall's tau) on `--metrics-boards` boards, the first `--num-puzzles` puzzles and every
   `--sts-every`-th STS position, with the baselines (`--baseline`, default `random` and
-  `stockfish:nodes=100000`, plus `greedy` where eval.engines has it) on the same puzzles and
+  `stockfish:nodes=100000`, plus `greedy` where eval.agents.players has it) on the same puzzles and
   positions.
 
 Speed is measured with random parameters on real positions from seeded random games (or
@@ -42,27 +42,27 @@ import chess
 import jax
 import numpy as np
 
-from bench.train import write_bench_shards
+from bench.train_speed import write_bench_shards
 from core.eval_sets import read_puzzles, read_suite
-from core.progress import Progress
-from eval.agent_specs import parse_agent_spec
-from eval.engines import NeuralAgent, make_agent
+from eval.agents.players import NeuralAgent, make_agent
+from eval.agents.specs import parse_agent_spec
 from eval.metrics import evaluate_checkpoint, read_rows
 from eval.puzzles import evaluate as evaluate_puzzles
 from eval.suites import run_suite
 from model import config as config_lib
 from model.config import Config
-from model.data import load_boards
-from model.network import init_params
+from model.data.loader import load_boards
+from model.data.train_data import loader_settings, make_batches
+from model.networks.network import init_params
+from model.networks.transformer import count_params
 from model.predictor import Predictor
-from model.train import train
-from model.train_data import loader_settings, make_batches
-from model.train_step import Placement, compile_train_step, init_state
-from model.transformer import count_params
+from model.training.step import Placement, compile_train_step, init_state
+from model.training.train import train
+from runtime.progress import Progress
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_BASELINES = ("random", "stockfish:nodes=100000", "greedy")
-TRANSFORMER_BATCH = 256  # (board, move) rows, as bench.train measures the transformer
+TRANSFORMER_BATCH = 256  # (board, move) rows, as bench.train_speed measures the transformer
 
 
 def log(message: str) -> None:
@@ -96,7 +96,7 @@ def matching_transformer(gateau: Config, params: int) -> Config:
 
 
 def _transformer_params(layers: int, width: int, bins: int) -> int:
-    """model/transformer.py's count: embeddings, positions, per block 2 LayerNorms,
+    """model/networks/transformer.py's count: embeddings, positions, per block 2 LayerNorms,
     4 attention and 3 SwiGLU (4x) projections without biases, final norm, head."""
     from model.config import EMBEDDING_VOCAB_SIZE, MAX_SEQUENCE_LENGTH
 
@@ -173,7 +173,7 @@ def play_rate(config: Config, boards: list[chess.Board], seconds: float) -> dict
 
 
 def play_boards(num: int) -> list[chess.Board]:
-    from bench.tokenize import random_game_fens
+    from bench.tokenizer_speed import random_game_fens
 
     boards = [chess.Board(fen) for fen in random_game_fens(num * 4, seed=2)]
     return [b for b in boards if not b.is_game_over()][::4][:num]
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     if count_params(init_params(transformer)) != _transformer_params(
         m.num_layers, m.embedding_dim, transformer.num_bins
     ):
-        raise AssertionError("_transformer_params no longer counts model/transformer.py")
+        raise AssertionError("_transformer_params no longer counts model/networks/transformer.py")
     configs = {"transformer": transformer, "gateau": gateau}
     document: dict = {
         "bench": "backbones",

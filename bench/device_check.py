@@ -13,7 +13,7 @@ that a run cut short keeps what it measured. Its keys:
   accelerator): `examples_per_s`,
   `step_ms`, `mfu` (model FLOPs, model/devices.py, over the device's dense bf16 peak) and
   `vs_reference`: the same batches through the reference's `update_parameters` (float32,
-  as published) on the same device in turns (bench/train.py);
+  as published) on the same device in turns (bench/train_speed.py);
 - `inference`: the 9M's AV move choice on the same boards as the reference's
   ActionValueEngine (bench/inference.py): `batched_boards_per_s` (this project's boards
   `--inference-batch` at a time) and `batched_vs_reference` (over their engine's best
@@ -183,7 +183,7 @@ def check(args: argparse.Namespace) -> Path:
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
         bench_data = work / "bench"
-        from bench.train import write_bench_shards
+        from bench.train_speed import write_bench_shards
 
         write_bench_shards(str(bench_data), plan.bench_boards)
         data["train"] = {}

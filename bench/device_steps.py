@@ -107,7 +107,7 @@ def load_reference():
 
 
 def train_step(plan: Plan, directory: str, size: str, ref, reason: str | None) -> dict:
-    from bench.train import bench_train_step
+    from bench.train_speed import bench_train_step
 
     batch = dict(plan.train_batches)[size]
     return bench_train_step(directory, size, plan.train_steps, None, ref, reason, batch_size=batch)
@@ -148,10 +148,10 @@ def train_and_solve(
     """Trains the model on `data` for `steps` steps, then plays the puzzles with its EMA
     parameters beside random and greedy."""
     from core.eval_sets import read_puzzles
-    from eval.engines import GreedyAgent, NeuralAgent, RandomAgent
+    from eval.agents.players import GreedyAgent, NeuralAgent, RandomAgent
     from eval.puzzles import evaluate
     from model import config as config_lib
-    from model.train import train
+    from model.training.train import train
 
     config = config_lib.from_dict(
         {

@@ -1,9 +1,9 @@
-"""Board graph throughput (model/graph.py): boards per second through `encode_fens`.
+"""Board graph throughput (model/networks/board_graph.py): boards per second through `encode_fens`.
 
 Run as `python -m bench.graphs` (`make bench`). Prints one JSON object. The same boards (every
 position of the bundled sample games, cycled to `--boards`) go, in turn and in one process,
-through the encoder as first written (model/graph_reference.py: the full swap for every
-move's exchange), the encoder as it is on one core, and the encoder in `--workers` worker
+through the encoder as first written (model/networks/board_graph_reference.py: the full swap for
+every move's exchange), the encoder as it is on one core, and the encoder in `--workers` worker
 processes (their start included); each is the best of `--repeats` rounds, the rounds
 interleaved so that a change in the machine's load touches all three alike. All three must
 give the same bytes. The load average is in the JSON: on a shared machine the ratios,
@@ -25,8 +25,8 @@ import chess.pgn
 import numpy as np
 import zstandard
 
-from model import graph
-from model.graph_reference import reference_encode_fens
+from model.networks import board_graph
+from model.networks.board_graph_reference import reference_encode_fens
 
 SAMPLE = pathlib.Path("data/sample")
 GAMES = ("games.pgn.zst", "mismatch.pgn.zst", "selfplay.pgn.zst")
@@ -48,7 +48,7 @@ def sample_fens(num_boards: int) -> list[str]:
     return [fens[i % len(fens)] for i in range(num_boards)]
 
 
-def same(a: graph.Graphs, b: graph.Graphs) -> bool:
+def same(a: board_graph.Graphs, b: board_graph.Graphs) -> bool:
     return all(
         getattr(a, f).dtype == getattr(b, f).dtype and np.array_equal(getattr(a, f), getattr(b, f))
         for f in FIELDS
@@ -64,8 +64,8 @@ def main() -> None:
     fens = sample_fens(args.boards)
     encoders = {
         "reference": reference_encode_fens,
-        "serial": graph.encode_fens,
-        "parallel": lambda xs: graph.encode_fens(xs, workers=args.workers),
+        "serial": board_graph.encode_fens,
+        "parallel": lambda xs: board_graph.encode_fens(xs, workers=args.workers),
     }
     best = dict.fromkeys(encoders, float("inf"))
     best_cpu = dict.fromkeys(encoders, float("inf"))

@@ -30,12 +30,12 @@ import chess
 import jax
 
 from bench import oracle
-from bench.tokenize import random_game_fens
-from eval.engines import NeuralAgent
+from bench.tokenizer_speed import random_game_fens
+from eval.agents.players import NeuralAgent
 from model.config import CUSTOM_SIZE, MODEL_SIZES, Config, ModelConfig, TrainConfig
 from model.import_reference import to_project
+from model.networks.transformer import count_params, init_params
 from model.predictor import Predictor
-from model.transformer import count_params, init_params
 
 NUM_BINS = 128
 

@@ -1,7 +1,7 @@
 """The paper's own code (../shared/reference) as an oracle for tests and benchmarks.
 
 Nothing here is used by the product: `tests/reference/` compares this project's network,
-loss, update and agents with it, `bench/inference.py` and `bench/train.py` time it on the
+loss, update and agents with it, `bench/inference.py` and `bench/train_speed.py` time it on the
 same parameters. Where the reference or one of its packages is absent, `load()` raises
 OracleUnavailable with the reason (tests skip with it, benchmarks print it).
 

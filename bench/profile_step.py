@@ -70,7 +70,7 @@ def bandwidth_of(device_kind: str) -> float | None:
 
 
 def cudnn_attention(x, num_heads, last_query_only=False, one_board=False):
-    """model.transformer._attention through jax.nn.dot_product_attention (training only).
+    """model.networks.transformer._attention through jax.nn.dot_product_attention (training only).
 
     cuDNN's fused kernel refuses odd sequence lengths in training (the AV model's 79
     positions; the last block's one query), so queries, keys and values are padded to an
@@ -104,7 +104,7 @@ def cudnn_attention(x, num_heads, last_query_only=False, one_board=False):
     return hk.Linear(width, with_bias=False, name="output")(mixed.reshape(batch, -1, width))
 
 
-VARIANTS = {"cudnn_attention": ("model.transformer", "_attention", cudnn_attention)}
+VARIANTS = {"cudnn_attention": ("model.networks.transformer", "_attention", cudnn_attention)}
 
 
 def device_events(trace: dict) -> tuple[list[dict], str]:
@@ -201,7 +201,7 @@ def roofline(cost: dict, model_flops: float, device_kind: str, num_devices: int)
     """The step's time at the device's peak compute and at its HBM bandwidth. XLA's count
     leaves out the FLOPs of library calls (cuBLAS products on a GPU), so the compute side is
     the larger of its count and the model's FLOPs; its bytes are a lower bound likewise."""
-    from bench.train import peak_tflops_of
+    from bench.train_speed import peak_tflops_of
 
     out = {"model_flops": model_flops, "xla_flops": cost["flops"], "xla_bytes": cost["bytes"]}
     peak, bandwidth = peak_tflops_of(device_kind), bandwidth_of(device_kind)
@@ -244,13 +244,13 @@ def profile_train_step(
     import jax
     import numpy as np
 
-    from bench.train import write_bench_shards
+    from bench.train_speed import write_bench_shards
     from model import config as config_lib
-    from model import train_step as train_step_lib
-    from model import transformer
-    from model.data import Batches, load_boards
+    from model.data.loader import Batches, load_boards
+    from model.data.loader_settings import LoaderSettings
     from model.devices import resolve_dtype, train_flops_per_example
-    from model.loader_settings import LoaderSettings
+    from model.networks import transformer
+    from model.training import step as train_step_lib
 
     patched = None
     if variant:

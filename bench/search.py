@@ -1,5 +1,5 @@
-"""Tree-search rate: playouts (simulations) per second of eval/mcts.py, leaves evaluated one at a
-time (batch 1) and eight at a time with virtual loss (batch 8), on the same positions in the
+"""Tree-search rate: playouts (simulations) per second of eval/agents/mcts.py, leaves evaluated one
+at a time (batch 1) and eight at a time with virtual loss (batch 8), on the same positions in the
 same run; randomly initialised parameters (the rate does not depend on what the weights are).
 
 Run as `python -m bench.search` (`make bench`). Prints one JSON object; per evaluator (AV, SV,
@@ -32,11 +32,11 @@ import chess
 import jax
 
 from bench.inference import boards_for
-from eval.evaluators import LeafEvaluator, make_evaluator
-from eval.mcts import SearchConfig, SearchLimit, TreeSearch
+from eval.agents.evaluators import LeafEvaluator, make_evaluator
+from eval.agents.mcts import SearchConfig, SearchLimit, TreeSearch
 from model.config import MODEL_SIZES, Config
+from model.networks.transformer import init_params
 from model.predictor import Predictor
-from model.transformer import init_params
 
 EVALUATORS = ("av", "sv", "bc+sv")
 

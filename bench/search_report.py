@@ -44,18 +44,18 @@ from bench.search import search_rate
 from core.engine_path import EngineNotFoundError
 from core.eval_sets import iter_puzzles
 from core.game_end import DRAW
-from core.interrupts import interrupted
 from core.openings import Opening, load_openings
-from core.paths import project_root, resolve_path
-from core.progress import Progress, format_duration
-from eval.agent_specs import parse_agent_spec
-from eval.engines import MctsAgent, NeuralAgent, make_agent
-from eval.evaluators import make_evaluator
+from eval.agents.evaluators import make_evaluator
+from eval.agents.mcts import DEFAULT_CPUCT, SearchConfig
+from eval.agents.players import MctsAgent, NeuralAgent, make_agent
+from eval.agents.specs import parse_agent_spec
 from eval.game import play_game
-from eval.mcts import DEFAULT_CPUCT, SearchConfig
 from eval.puzzles import evaluate
 from eval.tournament import TournamentConfig, run_tournament
 from model.predictor import Predictor
+from runtime.interrupts import interrupted
+from runtime.paths import project_root, resolve_path
+from runtime.progress import Progress, format_duration
 
 PARTS = ("speed", "puzzles", "elo", "odds")
 SHARED_PUZZLES = "../shared/data/puzzles/lichess_puzzles_first1000__mihaipaulx_chess4c.csv"

@@ -45,7 +45,7 @@ import optax
 
 from model.checkpoint import Checkpointer
 from model.config import MODEL_SIZES, Config
-from model.transformer import count_params, init_params
+from model.networks.transformer import count_params, init_params
 
 SCRIPT = pathlib.Path(sys.executable).parent / "searchless-uci"
 

@@ -23,11 +23,11 @@ import urllib.parse
 import urllib.request
 
 from core.eval_sets import read_puzzles
-from core.paths import project_root
 from eval.web.__main__ import load_models
 from eval.web.api import WebSettings
+from eval.web.http_server import WebServer
 from eval.web.models import ModelStore
-from eval.web.server import WebServer
+from runtime.paths import project_root
 
 ROOT = project_root() or os.getcwd()
 SHARED_PUZZLES = os.path.join(

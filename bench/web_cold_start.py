@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             **os.environ,
             "PYTHONPATH": str(ROOT),
             "JAX_COMPILATION_CACHE_DIR": cache,
-            # As the server's own cache (eval/model_files.py) does: keep every shape, not
+            # As the server's own cache (eval/agents/model_files.py) does: keep every shape, not
             # only the compilations over JAX's default 1 s.
             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         }

@@ -1,6 +1,7 @@
 """How to run a UCI engine: how to start it (`EngineOptions`) and how long each search runs
-(`EngineLimit`). The labels' client (pipeline.engine), the annotate and self-play commands and
-the evaluation's Stockfish agents (eval.stockfish_agents) all read these two records."""
+(`EngineLimit`). The labels' client (pipeline.labels.uci_client), the annotate and self-play
+commands and the evaluation's Stockfish agents (eval.agents.stockfish) all read these two
+records."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import chess
 
-from core.text_files import NotTextError, open_text, reading
+from runtime.text_files import NotTextError, open_text, reading
 
 # --- Lichess puzzles ---------------------------------------------------------------------
 

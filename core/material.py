@@ -1,5 +1,6 @@
 """The standard piece values in pawns (P1 N3 B3 R5 Q9), the one table of them: `greedy`'s
-material count (eval/engines.py) and the static exchange of a move (model/move_facts.py)."""
+material count (eval/agents/players.py) and the static exchange of a move
+(model/networks/move_facts.py)."""
 
 from __future__ import annotations
 

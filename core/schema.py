@@ -68,7 +68,7 @@ JOURNAL_RUN_FILE = "run.json"
 JOURNAL_PART_PREFIX = "part"
 JOURNAL_PART_SUFFIX = ".parquet"
 JOURNAL_PART_PATTERN = f"{JOURNAL_PART_PREFIX}-*{JOURNAL_PART_SUFFIX}"
-# Held (flock) by the run writing a split (pipeline/split_lock.py), in the meta folder;
+# Held (flock) by the run writing a split (pipeline/beam/split_lock.py), in the meta folder;
 # deleted when it ends.
 LOCK_FILE = "lock"
 

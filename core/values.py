@@ -64,7 +64,8 @@ class Score:
     """An engine score from the side to move's view: exactly one of `cp` and `mate`.
 
     `mate=N>0` mates in N, `mate=-N` is mated in N, `mate=0` is already mated. The labels'
-    client (pipeline.engine) and the oracle agent (eval.engines) both score moves with it.
+    client (pipeline.labels.uci_client) and the oracle agent (eval.agents.players) both score moves
+    with it.
     """
 
     cp: int | None = None

@@ -15,8 +15,8 @@ import chess.pgn
 from core.engine_path import find_engine
 from core.game_end import DRAW, Outcome, board_outcome
 from core.openings import Opening
-from eval.agent_base import Agent
-from eval.stockfish_agents import start_engine
+from eval.agents.base import Agent
+from eval.agents.stockfish import start_engine
 
 
 @dataclass(frozen=True)

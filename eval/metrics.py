@@ -1,6 +1,6 @@
 """A checkpoint judged on an annotated test split: action accuracy, Kendall's tau, log-loss.
 
-The per-board rules themselves are `core.metrics` (the trainer uses the same ones).
+The per-board rules themselves are `core.move_metrics` (the trainer uses the same ones).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import numpy as np
 
 from core.actions import legal_actions, moves_to_indices
 from core.bins import to_bins
-from core.metrics import summarize
-from core.outputs import OutputError, check_file
-from core.progress import Progress
+from core.move_metrics import summarize
 from core.schema import SchemaError, board_files, read_board_file
 from core.targets import target_kind
 from core.tokenizer import tokenize_batch
-from model.data import BOARD_COLUMNS, DataError, table_arrays
+from model.data.loader import BOARD_COLUMNS, DataError, table_arrays
 from model.predictor import Predictor, legal_move_probs
+from runtime.outputs import OutputError, check_file
+from runtime.progress import Progress
 
 _EVAL_COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
 
@@ -34,7 +34,7 @@ def read_rows(path: str, max_boards: int | None = None) -> list[dict]:
     row by row as the trainer checks them.
 
     Raises FileNotFoundError, core.schema.SchemaError (an unreadable shard too) naming the
-    file, or model.data.DataError naming the file and row: a bad FEN, a win probability NaN
+    file, or model.data.loader.DataError naming the file and row: a bad FEN, a win probability NaN
     or outside [0, 1], a move that is not an action or not legal on its board, or a complete
     board whose moves are not exactly its legal moves in action-space order.
     """

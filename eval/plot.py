@@ -24,7 +24,7 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from core.outputs import OutputError, check_file
+from runtime.outputs import OutputError, check_file
 
 
 def plot_puzzle_accuracy(results: list[dict], path: str, title: str = "") -> None:
@@ -67,7 +67,7 @@ def plot_puzzle_accuracy(results: list[dict], path: str, title: str = "") -> Non
 
 
 def plot_elo_ladder(document: dict, path: str) -> None:
-    """Writes a PNG of an eval.elo_ladder run: left, each player's Elo with its interval (an
+    """Writes a PNG of an eval.elo.ladder run: left, each player's Elo with its interval (an
     arrow where only a bound is known); right, each player's score against every Stockfish
     level it met (marker area ~ sqrt(games)) with the logistic curve of its fitted Elo."""
     players = [p for p in document["players"] if p["fit"]]

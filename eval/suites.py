@@ -26,12 +26,12 @@ from dataclasses import asdict
 import chess
 
 from core.eval_sets import TestPosition, read_suite
-from core.interrupts import interrupted
-from core.outputs import OutputError, check_file
-from core.progress import Progress
-from eval.agent_base import Agent
-from eval.agent_specs import SPEC_HELP, parse_agent_spec
-from eval.engines import make_agent
+from eval.agents.base import Agent
+from eval.agents.players import make_agent
+from eval.agents.specs import SPEC_HELP, parse_agent_spec
+from runtime.interrupts import interrupted
+from runtime.outputs import OutputError, check_file
+from runtime.progress import Progress
 
 STS_REFERENCE = {"max_points": 15_000, "Giraffe (0.1 s)": 8_526, "Stockfish 5 (0.1 s)": 10_505}
 

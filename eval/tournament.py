@@ -12,7 +12,7 @@ pawn move), an illegal move (a loss for the side that played it), the optional S
 adjudication (the evaluation beyond a threshold for the same side for several consecutive plies)
 or the ply cap (a draw). Games are appended to `<out>/games.pgn` as they finish; `--resume`
 keeps the finished games of an interrupted run (matched by round, players and opening).
-At the end it fits Elo (eval/elo.py), prints the table and writes `<out>/tournament.json`.
+At the end it fits Elo (eval/elo/ratings.py), prints the table and writes `<out>/tournament.json`.
 """
 
 from __future__ import annotations
@@ -31,16 +31,13 @@ from dataclasses import asdict, dataclass
 
 import chess.pgn
 
-from core.cli import config_from_args
 from core.game_end import DRAW
-from core.interrupts import interrupted
 from core.openings import Opening, choose_openings, load_openings
-from core.outputs import OutputError, check_dir
-from core.progress import Progress
-from eval.agent_base import Agent
-from eval.agent_specs import SPEC_HELP
-from eval.elo import EloConfig, GameResult, fit_elo, format_table
-from eval.engines import make_agent
+from eval.agents.base import Agent
+from eval.agents.players import make_agent
+from eval.agents.specs import SPEC_HELP
+from eval.agents.stockfish import calibrated_elo
+from eval.elo.ratings import EloConfig, GameResult, fit_elo, format_table
 from eval.game import (
     AdjudicationConfig,
     Adjudicator,
@@ -49,7 +46,10 @@ from eval.game import (
     termination_kind,
     to_pgn,
 )
-from eval.stockfish_agents import calibrated_elo
+from runtime.cli import config_from_args
+from runtime.interrupts import interrupted
+from runtime.outputs import OutputError, check_dir
+from runtime.progress import Progress
 
 PGN_NAME = "games.pgn"
 JSON_NAME = "tournament.json"

@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from core.cli import config_from_args
-from core.interrupts import exit_code, interrupted, sigint_exits
-from core.outputs import OutputError, check_dir
-from jobs.steps import StepLog, annotate_step, fingerprint
-from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, set_verbose
+from jobs.step_log import StepLog, annotate_step, fingerprint
+from pipeline.beam.environment import VERBOSE_FLAG, VERBOSE_HELP, set_verbose
+from runtime.cli import config_from_args
+from runtime.interrupts import exit_code, interrupted, sigint_exits
+from runtime.outputs import OutputError, check_dir
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
@@ -105,7 +105,7 @@ def annotate(config: DemoConfig, log: StepLog) -> dict:
 def train(config: DemoConfig, log: StepLog) -> dict:
     with sigint_exits(_INTERRUPTED):  # JAX's import: see sigint_exits
         from model import config as config_lib
-        from model.train import train as train_model
+        from model.training.train import train as train_model
 
     work = pathlib.Path(config.work)
     model_config = config_lib.load(
@@ -167,7 +167,7 @@ def agent_specs(config: DemoConfig) -> dict[str, str]:
 def puzzles(config: DemoConfig, log: StepLog, out: pathlib.Path, plot: pathlib.Path) -> dict:
     with sigint_exits(_INTERRUPTED):  # JAX's import: see sigint_exits
         from core.eval_sets import read_puzzles
-        from eval.engines import make_agent
+        from eval.agents.players import make_agent
         from eval.plot import plot_puzzle_accuracy
         from eval.puzzles import evaluate
 
@@ -192,7 +192,7 @@ def puzzles(config: DemoConfig, log: StepLog, out: pathlib.Path, plot: pathlib.P
 
 def tournament(config: DemoConfig, log: StepLog, out_dir: pathlib.Path) -> dict:
     with sigint_exits(_INTERRUPTED):  # JAX's import: see sigint_exits
-        from eval.engines import make_agent
+        from eval.agents.players import make_agent
         from eval.game import AdjudicationConfig
         from eval.tournament import TournamentConfig, run_tournament
 
@@ -337,7 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="recompute every step")
     parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
     args = parser.parse_args(argv)
-    set_verbose(args.verbose)  # Beam's start-up chatter: not news here (pipeline/beam_env.py)
+    set_verbose(
+        args.verbose
+    )  # Beam's start-up chatter: not news here (pipeline/beam/environment.py)
     config = config_from_args(DemoConfig, args)
     try:
         for option, path in (("--results", args.results), ("--work", args.work),

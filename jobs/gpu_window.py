@@ -3,8 +3,8 @@
     python -m jobs.gpu_window --config model/configs/gpu-squares.toml \\
         --data gpu-carry/data --out $OUT --minutes 8 [--set train.num_steps=9000] [--dry-run]
 
-The trainer is model/train.py's, stopped by the clock (model/wall_clock.py): it trains until
-`--minutes` minus `--reserve-s` have passed since the command started, checkpoints, and
+The trainer is model/training/train.py's, stopped by the clock (model/training/wall_clock.py): it
+trains until `--minutes` minus `--reserve-s` have passed since the command started, checkpoints, and
 leaves the reserve to export and evaluate. Every `--save-every-s` (a minute) it checkpoints
 into its run directory (`--run`, outside `--out`) and writes to `--out`, so a command killed
 at its limit still brings back the model of the minute before:
@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.outputs import OutputError, check_dir
 from core.schema import SchemaError, board_files, read_metadata
+from runtime.outputs import OutputError, check_dir
 
 DEFAULT_CONFIG = "model/configs/gpu-squares.toml"
 DEFAULT_PUZZLES = "data/sample/puzzles.csv"
@@ -139,9 +139,9 @@ def export(window: Window, run: str, config, step: int, state) -> None:
 def test_metrics(config, ema_params) -> dict[str, float]:
     """The trainer's evaluation (test loss, move accuracy; AV: Kendall's tau) of the EMA
     parameters on data.test: a clock's stop skips the one the trainer makes at its end."""
-    from model.data import load_boards
-    from model.evaluator import Evaluator
-    from model.train_step import Placement
+    from model.data.loader import load_boards
+    from model.training.evaluator import Evaluator
+    from model.training.step import Placement
 
     evaluator = Evaluator(config, load_boards(config.data.test), Placement.over_all_devices())
     result = evaluator(ema_params)  # a metric the target has not is None
@@ -151,7 +151,7 @@ def test_metrics(config, ema_params) -> dict[str, float]:
 def evaluate(window: Window, puzzles_path: str, count: int) -> dict[str, Any]:
     """Puzzle accuracy of the exported model, loaded back from its parts as a reader would."""
     from core.eval_sets import read_puzzles
-    from eval.engines import make_agent
+    from eval.agents.players import make_agent
     from eval.puzzles import evaluate as play
     from jobs.gpu_export import unpack_parts
 
@@ -167,8 +167,8 @@ def evaluate(window: Window, puzzles_path: str, count: int) -> dict[str, Any]:
 
 def run_window(args: argparse.Namespace, window: Window) -> int:
     from model import config as config_lib
-    from model.train import resolve_config, train
-    from model.wall_clock import WallClock
+    from model.training.train import resolve_config, train
+    from model.training.wall_clock import WallClock
 
     overrides = list(DRY_RUN_SETTINGS if args.dry_run else ()) + list(args.set)
     config = resolve_config(
@@ -258,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["JAX_PLATFORMS"] = "cpu"
     from model.checkpoint import DamagedCheckpointError
     from model.config import ConfigError
-    from model.data import DataError
+    from model.data.loader import DataError
 
     try:
         check_dir(args.out)

@@ -14,7 +14,7 @@ pack (`--beside`, e.g. gpu-carry/wheels), less a margin.
 
 `--measure CONFIG` then times the training loader on the packed shards, on this machine:
 reading them, building every board's graph (python-chess, one core) and serving batches of
-the config's size (model/train_data.py), in boards/s, to set beside the GPU step's appetite.
+the config's size (model/data/train_data.py), in boards/s, to set beside the GPU step's appetite.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from dataclasses import asdict, dataclass
 
 import pyarrow.parquet as pq
 
-from core.outputs import OutputError, check_dir
 from core.schema import (
     ROW_GROUP_SIZE,
     SchemaError,
@@ -41,6 +40,7 @@ from core.schema import (
     reading_shard,
     shard_name,
 )
+from runtime.outputs import OutputError, check_dir
 
 CARRY_LIMIT = 64 * 2**20  # what one device call may carry, the working tree included
 MARGIN = 2 * 2**20  # files made between packing and the call (logs, caches)
@@ -160,7 +160,7 @@ def measure_loader(config_path: str, data: str, num_batches: int = 20) -> dict:
     import time
 
     from model import config as config_lib
-    from model.train_data import load_data
+    from model.data.train_data import load_data
 
     config = config_lib.load(config_path, [f"data.train={json.dumps(data)}", 'data.test=""'])
     began = time.perf_counter()

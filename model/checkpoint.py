@@ -37,7 +37,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from model.config import Config, from_dict
-from model.network import param_shapes
+from model.networks.network import param_shapes
 
 CHECKPOINTS = "checkpoints"
 INCOMPLETE = "incomplete-checkpoints"  # beside CHECKPOINTS, where training moves broken steps

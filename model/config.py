@@ -38,8 +38,8 @@ COMPUTE_DTYPES = ("auto", "float32", "bfloat16")
 # Keys a config may still carry from an earlier version of this file: old name -> new name.
 RENAMED_KEYS = {"train": {"compute_dtype": "dtype"}}
 # The network: the paper's transformer (one (board, move) row per pass), or one that reads a
-# board with all its moves per pass: the GATEAU edge backbone of model/gateau.py or the
-# square-token transformer of model/squares.py.
+# board with all its moves per pass: the GATEAU edge backbone of model/networks/gateau.py or the
+# square-token transformer of model/networks/squares.py.
 GRAPH_BACKBONES = ("gateau", "squares")
 BACKBONES = ("transformer", *GRAPH_BACKBONES)
 
@@ -83,12 +83,12 @@ class ModelConfig:
     widening_factor: int = 4  # SwiGLU hidden size = widening_factor * embedding_dim
     embedding_init_scale: float = 0.02  # token embeddings, before the sqrt(d) factor
     positional_init_scale: float = 1.0  # the reference's hk.Embed default
-    # gateau, squares: a move edge also embeds whether the move gives check (model/graph.py's
-    # check bit), a fact of the board a small network is slow to learn from squares and
-    # attacks.
+    # gateau, squares: a move edge also embeds whether the move gives check
+    # (model/networks/board_graph.py's check bit), a fact of the board a small network is slow to
+    # learn from squares and attacks.
     move_checks: bool = False
     # gateau, squares: a move edge also embeds the sign of its static exchange (wins, loses or
-    # keeps material on its target square; model/move_facts.py), read off the board.
+    # keeps material on its target square; model/networks/move_facts.py), read off the board.
     move_exchanges: bool = False
     # squares: every attention head also adds a learned bias for what the board says of a
     # pair of squares (the key's piece moves to or attacks the query's square).
@@ -130,7 +130,7 @@ class DataConfig:
 
     train: str = "data/annotated/train"
     test: str = ""  # empty: no periodic evaluation
-    # The training split streamed a row group at a time (model/stream.py) instead of loaded
+    # The training split streamed a row group at a time (model/data/stream.py) instead of loaded
     # whole on every host: always with `streaming`, and whenever the in-memory loader would
     # need more than `memory_budget_gb`, which also bounds the streaming loader's memory (its
     # shuffle window, so a resumed run keeps the budget it started with).

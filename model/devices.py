@@ -13,8 +13,8 @@ import os
 import jax
 import jax.numpy as jnp
 
-from core.progress import format_duration
 from model.config import MAX_SEQUENCE_LENGTH, Config, ModelConfig
+from runtime.progress import format_duration
 
 # `train.dtype`: "auto" is bfloat16 compute on accelerators (parameters and optimiser state
 # stay float32 everywhere) and float32 on a CPU, whose bfloat16 matrix products are emulated.

@@ -23,10 +23,10 @@ from core import bins
 from core.actions import NUM_ACTIONS, indices_to_moves, moves_to_indices
 from core.targets import target_kind
 from core.tokenizer import SEQUENCE_LENGTH, fen_from_tokens, model_tokens
-from model import graph, network
 from model.config import Config, ModelConfig, TrainConfig
 from model.devices import compute_dtype, resolve_dtype
-from model.transformer import cast
+from model.networks import board_graph, network
+from model.networks.transformer import cast
 
 EDGE_STEP = 64
 # Boards are padded to at least this many edges: nearly every position of a real game has
@@ -75,23 +75,27 @@ class GraphRunner:
         )
 
     def run(
-        self, params, fens: Sequence[str], graphs: graph.Graphs | None = None, both: bool = False
+        self,
+        params,
+        fens: Sequence[str],
+        graphs: board_graph.Graphs | None = None,
+        both: bool = False,
     ) -> list:
         """Per board, the network's output cut to the board's edges: AV (edges, K) log-probs
         (with `both`, a pair of that and (edges,) values), SV (K,) (and the value), BC
         (edges,) log-probs over its move edges (-inf elsewhere)."""
         if graphs is None:
-            graphs = graph.encode_fens(fens)
+            graphs = board_graph.encode_fens(fens)
         fn: Callable = self._both if both else self._log_probs
         states = model_tokens(list(fens))
         counts = graphs.edge_counts()
         results: list = [None] * len(fens)
         for index, size, width in self._calls(counts):
-            edges = graph.pad_edges(graphs, index, width)
+            edges = board_graph.pad_edges(graphs, index, width)
             padded = {"states": np.zeros((size, states.shape[1]), np.int32)}
             padded["states"][: len(index)] = states[index]
             for key in ("senders", "receivers", "kinds"):
-                fill = graph.PAD_KIND if key == "kinds" else 0
+                fill = board_graph.PAD_KIND if key == "kinds" else 0
                 padded[key] = np.full((size, width), fill, np.int32)
                 padded[key][: len(index)] = edges[key]
             out = fn(
@@ -113,7 +117,7 @@ class GraphRunner:
             for start in range(0, len(counts), self.max_boards):
                 index = np.arange(start, min(len(counts), start + self.max_boards))
                 size = min(self.max_boards, 1 << max(0, len(index) - 1).bit_length())
-                width = max(MIN_EDGES, graph.edge_bucket(int(counts[index].max())))
+                width = max(MIN_EDGES, board_graph.edge_bucket(int(counts[index].max())))
                 calls.append((index, size, width))
             return calls
         sizes, widths = self.fixed
@@ -129,7 +133,7 @@ class GraphRunner:
 
     @property
     def widest(self) -> int:
-        return graph.edge_bucket(MAX_EDGES)
+        return board_graph.edge_bucket(MAX_EDGES)
 
     def fixed_shapes(self, boards: int) -> list[tuple[int, int]]:
         """Pads every later call to one of a few shapes for calls of up to `boards` boards
@@ -162,7 +166,7 @@ class GraphRunner:
             size, width = shape
             states = np.zeros((size, SEQUENCE_LENGTH), np.int32)
             edges = np.zeros((size, width), np.int32)
-            kinds = np.full((size, width), graph.PAD_KIND, np.int32)
+            kinds = np.full((size, width), board_graph.PAD_KIND, np.int32)
             jax.block_until_ready(fn(params, states, edges, edges, kinds))
 
         with ThreadPoolExecutor(2, thread_name_prefix="graph-compile") as pool:
@@ -176,7 +180,7 @@ class GraphRunner:
 
     def action_values(self, params, fens: Sequence[str], moves: Sequence[Sequence[str]]):
         """AV: per board, the value of each given move (which must be legal there)."""
-        graphs = graph.encode_fens(fens)
+        graphs = board_graph.encode_fens(fens)
         results = self.run(params, fens, graphs, both=True)
         out = []
         for board, (requested, (_, values)) in enumerate(zip(moves, results, strict=True)):
@@ -190,7 +194,7 @@ class GraphRunner:
 
     def move_log_probs(self, params, fens: Sequence[str]) -> np.ndarray:
         """BC: (N, 1968) log-probabilities, -inf for the moves that are not legal."""
-        graphs = graph.encode_fens(fens)
+        graphs = board_graph.encode_fens(fens)
         out = np.full((len(fens), NUM_ACTIONS), -np.inf, np.float32)
         for board, log_probs in enumerate(self.run(params, fens, graphs)):
             start = graphs.offsets[board]
@@ -208,7 +212,7 @@ class GraphRunner:
         if not kind.value_head:  # a policy: the action space per board
             log_probs = self.move_log_probs(params, fens)[inverse]
             return (log_probs, log_probs) if both else log_probs
-        graphs = graph.encode_fens(fens)
+        graphs = board_graph.encode_fens(fens)
         results = self.run(params, fens, graphs, both=True)
         if not kind.per_edge_output:  # a value per board
             log_probs = np.stack([r[0] for r in results])[inverse]
@@ -225,7 +229,7 @@ class GraphRunner:
 
     def move_values(self, params, boards: Sequence[chess.Board]):
         """AV: per board, its legal moves (action-space order) and their values, one pass."""
-        graphs = graph.encode_boards(boards)
+        graphs = board_graph.encode_boards(boards)
         fens = [board.fen() for board in boards]
         results = self.run(params, fens, graphs, both=True)
         out = []
@@ -237,7 +241,7 @@ class GraphRunner:
 
 
 def move_edge_positions(
-    graphs: graph.Graphs, board: int, fen: str, moves: Sequence[str]
+    graphs: board_graph.Graphs, board: int, fen: str, moves: Sequence[str]
 ) -> np.ndarray:
     """Positions among board `board`'s edges of its move edges for `moves` (UCI);
     ValueError naming the move and board for a move that is not legal there."""

@@ -35,7 +35,6 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from core.actions import NUM_ACTIONS
-from core.outputs import OutputError, check_dir
 from core.targets import TARGETS, target_kind
 from model.checkpoint import Checkpointer, checkpoints_dir, failure_reason, quiet_orbax
 from model.config import (
@@ -51,6 +50,7 @@ from model.config import (
     to_toml,
     validate,
 )
+from runtime.outputs import OutputError, check_dir
 
 SOURCE_ITEMS = {"params": "params", "ema_params": "params_ema"}  # ours: theirs
 DEFAULT_NUM_HEADS = 8  # every released model (their engines/constants.py)
@@ -218,7 +218,7 @@ def _check_leaf_shapes(tree, shape: ReleasedShape) -> None:
 
 
 def to_project(tree: dict[str, dict[str, np.ndarray]], num_layers: int) -> dict[str, dict]:
-    """Their parameter tree renamed to this project's (model/transformer.py). Pure."""
+    """Their parameter tree renamed to this project's (model/networks/transformer.py). Pure."""
     ours: dict[str, dict[str, np.ndarray]] = {
         "embed": {"embeddings": tree["embed"]["embeddings"]},
         "~": {"positional_embeddings": tree["embed_1"]["embeddings"]},

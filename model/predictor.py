@@ -20,8 +20,8 @@ to a power-of-two bucket so that a handful of shapes are ever compiled; on a CPU
 passes of at most `rows_per_pass` rows instead (`pass_sizes`: no padding, 4 shapes), several
 in flight at once, and an AV board's moves never share a pass with another board's (its first
 block then projects the board once: `build(config, one_board=True)`). A
-model of the gateau backbone (model/gateau.py) takes whole boards instead, `max_batch // 16`
-a call (model/graph_predictor.py): a board's move values are one network pass.
+model of the gateau backbone (model/networks/gateau.py) takes whole boards instead,
+`max_batch // 16` a call (model/graph_predictor.py): a board's move values are one network pass.
 
 A board whose halfmove clock or fullmove number exceeds the tokenizer's three digits (a game
 past move 999, or a FEN that says so) is read with that counter clamped to 999: every FEN
@@ -48,8 +48,8 @@ from core.tokenizer import SEQUENCE_LENGTH, model_tokens
 from model.config import Config, ModelConfig, TrainConfig
 from model.devices import compute_dtype, resolve_dtype
 from model.graph_predictor import GraphRunner
-from model.network import is_graph
-from model.transformer import build, cast
+from model.networks.network import is_graph
+from model.networks.transformer import build, cast
 
 _MIN_BUCKET = 16
 # A CPU computes the network fastest a few rows at a time, with several passes in flight:

@@ -1,5 +1,6 @@
 """Lichess PGN dumps -> deduplicated boards -> Stockfish action values -> sharded Parquet."""
 
-from pipeline import beam_env
+from pipeline.beam import environment
 
-beam_env.install()  # before any module of the package imports Beam (see beam_env)
+# Before any module of the package imports Beam (see pipeline/beam/environment.py).
+environment.install()

@@ -28,7 +28,7 @@ from core.schema import (
     SCHEMA_VERSION,
     STATS_FILE,
 )
-from pipeline.shards import list_files
+from pipeline.beam.shards import list_files
 
 MARKER = "<!-- written by searchless-chess (pipeline/card.py); rewritten as splits finish -->"
 

@@ -35,10 +35,10 @@ import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 
-from core.cli import non_negative_int, positive_float
-from core.interrupts import interrupted
-from core.outputs import check_dir
-from core.progress import Progress
+from runtime.cli import non_negative_int, positive_float
+from runtime.interrupts import interrupted
+from runtime.outputs import check_dir
+from runtime.progress import Progress
 
 LICHESS_STANDARD = "https://database.lichess.org/standard/"
 CHECKSUM_LIST = "sha256sums.txt"

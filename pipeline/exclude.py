@@ -28,7 +28,7 @@ import chess
 
 from core.eval_sets import Puzzle, SkippedLine, SkippedRow, iter_puzzles, iter_suite
 from core.positions import position_key
-from core.text_files import NotTextError, reading
+from runtime.text_files import NotTextError, reading
 
 PUZZLE_SUFFIXES = (".csv", ".csv.zst")
 EPD_SUFFIXES = (".epd",)

@@ -34,10 +34,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from core.cli import int_at_least, plain_name
-from core.interrupts import interrupted
-from core.outputs import check_dir
-from core.progress import Progress
 from core.schema import (
     BOARD_SCHEMA,
     BOARDS_PREFIX,
@@ -50,6 +46,10 @@ from core.schema import (
     stats_path,
 )
 from pipeline.card import write_card
+from runtime.cli import int_at_least, plain_name
+from runtime.interrupts import interrupted
+from runtime.outputs import check_dir
+from runtime.progress import Progress
 
 MoveKind = Literal["check", "capture", "forcing"]
 MOVE_KINDS: tuple[MoveKind, ...] = ("check", "capture", "forcing")

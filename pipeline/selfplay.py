@@ -53,15 +53,15 @@ import chess
 import chess.pgn
 import zstandard
 
-from core.cli import config_from_args, positive_int
 from core.engine_path import EngineNotFoundError, find_engine
 from core.engine_settings import EngineLimit, EngineOptions
 from core.game_end import board_outcome
 from core.openings import DEFAULT_OPENINGS, Opening, choose_openings, load_openings
-from core.outputs import OutputError, check_file
-from core.progress import Progress, format_duration, print_result
-from core.workers import SPAWN, usable_cores, worker_start
-from pipeline.engine import EngineError, UciEngine
+from pipeline.labels.uci_client import EngineError, UciEngine
+from runtime.cli import config_from_args, positive_int
+from runtime.outputs import OutputError, check_file
+from runtime.progress import Progress, format_duration, print_result
+from runtime.workers import SPAWN, usable_cores, worker_start
 
 DEFAULT_LIMIT = "nodes=500"
 UNFINISHED = "*"

@@ -20,8 +20,8 @@ from typing import BinaryIO
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from core.text_files import InputError
 from pipeline.zstd_blocks import ZstdDamage, decompressed_chunks
+from runtime.text_files import InputError
 
 _CHUNK_BYTES = 1 << 20
 # A real PGN line is a tag or a game's movetext (under 300 bytes; a few KB with clock and eval

@@ -76,7 +76,7 @@ def save_tiny_model(directory: pathlib.Path, target: str = "av", seed: int = 1) 
 
     from model.checkpoint import Checkpointer
     from model.config import Config
-    from model.transformer import init_params
+    from model.networks.transformer import init_params
 
     config = Config().replace(
         train={"target": target},

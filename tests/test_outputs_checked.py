@@ -11,7 +11,8 @@ import pathlib
 
 import pytest
 
-from jobs import cpu_model, demo
+from jobs import demo
+from jobs.cpu_model import recipe as cpu_model
 from model import import_reference
 from pipeline import download, selfplay
 from pipeline.chessbench import export_chessbench, import_chessbench

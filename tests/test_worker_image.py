@@ -17,7 +17,7 @@ DOCKER = ROOT / "docker"
 def _loaded_packages() -> set[str]:
     """Top-level packages of this checkout that importing the annotate command loads."""
     code = (
-        "import json, sys, pipeline.annotate.annotate, pipeline.annotate.graph;"
+        "import json, sys, pipeline.annotate.annotate, pipeline.annotate.beam_graph;"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     out = subprocess.run(

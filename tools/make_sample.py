@@ -39,10 +39,10 @@ import zstandard
 
 from core.engine_path import engine_id, find_engine
 from core.openings import load_openings
-from core.progress import Progress
-from eval.engines import RandomAgent
+from eval.agents.players import RandomAgent
+from eval.agents.stockfish import EngineSettings, StockfishAgent
 from eval.game import play_game
-from eval.stockfish_agents import EngineSettings, StockfishAgent
+from runtime.progress import Progress
 from tools.sample_puzzles import PuzzleRules, find_puzzles, select, write_puzzles
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -15,8 +15,8 @@ import chess
 import chess.engine
 import chess.pgn
 
-from core.progress import Progress
 from core.values import win_probability
+from runtime.progress import Progress
 
 PUZZLE_COLUMNS = (
     "PuzzleId,FEN,Moves,Rating,RatingDeviation,Popularity,NbPlays,Themes,GameUrl,OpeningTags"

@@ -24,8 +24,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from eval.web.__main__ import load_models
 from eval.web.api import WebSettings
+from eval.web.http_server import WebServer
 from eval.web.models import ModelStore
-from eval.web.server import WebServer
 
 OPENING = ("e2e4", "g1f3", "f1c4")  # the user's moves; the model answers each
 WINDOW = (1060, 720)

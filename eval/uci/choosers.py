@@ -2,9 +2,9 @@
 the board, the moves allowed and the time it may take.
 
 - PolicyChooser: a trained model's policy, one batched network call per move, no search;
-- SearchChooser: the model searching (eval/mcts.py) within the `go` limits, in the engine's
+- SearchChooser: the model searching (eval/agents/mcts.py) within the `go` limits, in the engine's
   search thread, told by a SearchControl when to stop and when the ponder move was played;
-- AgentChooser: any eval.engines agent (the random mover, Stockfish), for tests and as the
+- AgentChooser: any eval.agents.players agent (the random mover, Stockfish), for tests and as the
   fallback when there is no model.
 
 eval/uci/factories.py builds them from the UCI options.
@@ -27,9 +27,9 @@ import numpy as np
 
 from core.game_end import terminal_value
 from core.targets import VALUE_TARGETS
-from eval.agent_base import Agent
-from eval.engines import NeuralAgent, pick_index
-from eval.mcts import SearchInfo, SearchLimit, TreeSearch
+from eval.agents.base import Agent
+from eval.agents.mcts import SearchInfo, SearchLimit, TreeSearch
+from eval.agents.players import NeuralAgent, pick_index
 from eval.uci.go import GoParams
 from eval.uci.info import mate_in
 
@@ -165,7 +165,7 @@ def playouts_for(go: GoParams, simulations: int) -> int:
 
 class SearchChooser:
     """The model searching with PUCT or search-contempt before each move, the tree kept
-    between the moves of a game (eval/mcts.py). A move's limit comes from its `go`:
+    between the moves of a game (eval/agents/mcts.py). A move's limit comes from its `go`:
 
     - `nodes N`: N playouts; otherwise at most `simulations` (the Simulations option);
     - `depth N`: at most DEPTH_BASE ** N playouts of those (playouts_for);
@@ -383,7 +383,7 @@ class SearchChooser:
 
 
 class AgentChooser:
-    """Any eval.engines agent (random, Stockfish): its move, within `searchmoves`."""
+    """Any eval.agents.players agent (random, Stockfish): its move, within `searchmoves`."""
 
     def __init__(self, agent: Agent):
         self.agent = agent

@@ -6,7 +6,7 @@ fastchess or lichess-bot.
     python -m eval.uci --checkpoint runs/small     # the same
 
 A relative model path is looked for in the directory the engine was started from, then in
-the project's checkout (core/paths.py), so a GUI may start it from anywhere. A `--checkpoint`
+the project's checkout (runtime/paths.py), so a GUI may start it from anywhere. A `--checkpoint`
 that is not found is an error at start-up (one line naming it, status 2): a tournament would
 otherwise score a random mover under the model's name. With `--allow-missing-model`, and
 where the default model is absent, the engine runs without one: `isready` reports `info
@@ -25,11 +25,11 @@ import contextlib
 import os
 import sys
 
-from core.paths import resolve_path
-from eval.model_files import label
+from eval.agents.model_files import label
 from eval.uci.factories import AgentFactory, ChooserFactory, NeuralFactory
 from eval.uci.options import DEFAULT_WEIGHTS, UciError, UciOptions, find_option, parse_value
 from eval.uci.server import ENGINE_NAME, UciServer
+from runtime.paths import resolve_path
 
 EXIT_INTERRUPTED = 130
 EXIT_USAGE = 2  # argparse's, for an argument that names nothing

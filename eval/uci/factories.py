@@ -21,14 +21,14 @@ from typing import Literal, Protocol
 import chess
 import numpy as np
 
-from core.paths import resolve_path
-from eval.engines import NeuralAgent, make_agent
-from eval.evaluators import make_evaluator
-from eval.mcts import SearchConfig, TreeSearch, max_nodes_for
-from eval.model_files import keep_compilations_on_disk, label
+from eval.agents.evaluators import make_evaluator
+from eval.agents.mcts import SearchConfig, TreeSearch, max_nodes_for
+from eval.agents.model_files import keep_compilations_on_disk, label
+from eval.agents.players import NeuralAgent, make_agent
 from eval.uci import threads
 from eval.uci.choosers import AgentChooser, MoveChooser, PolicyChooser, SearchChooser
 from eval.uci.options import DEFAULT_WEIGHTS, UciOptions
+from runtime.paths import resolve_path
 
 # Seconds between the interpreter's thread switches while the search compiles in the
 # background (Python's default is 0.005).

@@ -18,7 +18,7 @@ fastchess send by default, each doing what it honestly can:
 | `RepetitionWorkaround` | a move allowing a threefold claim is valued a draw (policy only) |
 | `UseEMA` | the EMA parameters (as the paper evaluates) instead of the raw ones |
 | `Seed` | the random stream of sampling, of search-contempt and of the no-model fallback |
-| `Simulations` | playouts per move, at most (eval/mcts.py); 0 = the searchless policy |
+| `Simulations` | playouts per move, at most (eval/agents/mcts.py); 0 = the searchless policy |
 | `CPuct` | PUCT's exploration constant |
 | `SearchContempt` | search-contempt's N_scl (the opponent's moves frozen after it); 0 = PUCT |
 | `SearchBatch` | leaves per network call, with virtual loss |
@@ -31,8 +31,8 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Literal
 
-from eval.evaluators import DEFAULT_PRIOR_TEMPERATURE
-from eval.mcts import DEFAULT_CPUCT
+from eval.agents.evaluators import DEFAULT_PRIOR_TEMPERATURE
+from eval.agents.mcts import DEFAULT_CPUCT
 
 DEFAULT_WEIGHTS = "models/cpu"
 # The value model beside the default policy: models/cpu is a BC policy, which has no value

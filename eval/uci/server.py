@@ -11,7 +11,7 @@ repetitions. The options: eval/uci/options.py.
 With `Simulations` 0 (the default) it plays the searchless policy and `go` answers at once
 whatever the limits; `go infinite` holds the `bestmove` until `stop`, and `go ponder` holds its
 info line and `bestmove` until `ponderhit` or `stop`. With `Simulations` N > 0 it searches
-(eval/mcts.py, eval/uci/choosers.SearchChooser) in a thread of its own, reading `stop`,
+(eval/agents/mcts.py, eval/uci/choosers.SearchChooser) in a thread of its own, reading `stop`,
 `ponderhit` and `isready` meanwhile: `go nodes M` runs M playouts, otherwise at most N
 (`go depth D`: at most 4^D of them), `go mate M` ends at a mate in M found, and `go movetime`
 or the clocks (eval/uci/go.time_budget, Move Overhead kept back) end it sooner; `go infinite`
@@ -56,9 +56,8 @@ from typing import TextIO
 
 import chess
 
-from core.paths import resolve_path
-from eval.engines import RandomAgent
-from eval.mcts import SearchInfo
+from eval.agents.mcts import SearchInfo
+from eval.agents.players import RandomAgent
 from eval.uci.choosers import AgentChooser, Decision, MoveChooser, MoveRequest, SearchControl
 from eval.uci.factories import ChooserFactory, ModelUnavailable, NeuralFactory
 from eval.uci.go import GoParams, parse_go, time_budget
@@ -73,6 +72,7 @@ from eval.uci.options import (
     with_option,
 )
 from eval.uci.position import parse_position
+from runtime.paths import resolve_path
 
 ENGINE_NAME = "searchless-chess"
 ENGINE_AUTHOR = "searchless-chess authors"

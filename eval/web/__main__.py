@@ -13,11 +13,11 @@ import os
 import sys
 import threading
 
-from core.interrupts import interrupted
 from eval.uci.options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
 from eval.web.api import MAX_SIMULATIONS, WebSettings
+from eval.web.http_server import WebServer
 from eval.web.models import NO_VALUE, ModelError, ModelStore
-from eval.web.server import WebServer
+from runtime.interrupts import interrupted
 
 PROG = "python -m eval.web"
 DEFAULT_HOST = "127.0.0.1"

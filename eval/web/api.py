@@ -21,9 +21,9 @@ import chess
 import numpy as np
 
 from core.targets import target_kind
-from eval.engines import NeuralAgent
-from eval.evaluators import make_evaluator
-from eval.mcts import SearchConfig, SearchLimit, TreeSearch
+from eval.agents.evaluators import make_evaluator
+from eval.agents.mcts import SearchConfig, SearchLimit, TreeSearch
+from eval.agents.players import NeuralAgent
 from eval.uci.options import DEFAULT_SEARCH_BATCH
 from eval.web.cancel import Activity, StopWhen
 from eval.web.models import ModelError, ModelStore

@@ -1,6 +1,6 @@
 """When a request's answer has nobody left to read it: its client hung up, or its page asked
 something newer. A search checks between batches of playouts (the stop event of
-eval.mcts.SearchLimit) and gives up, so abandoned work does not hold the cores.
+eval.agents.mcts.SearchLimit) and gives up, so abandoned work does not hold the cores.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from core.paths import project_root, resolve_path
 from core.targets import target_kind
-from eval.model_files import keep_compilations_on_disk, label
+from eval.agents.model_files import keep_compilations_on_disk, label
 from eval.uci.options import DEFAULT_WEIGHTS, UciOptions
+from runtime.paths import project_root, resolve_path
 
 MODELS_DIR = "models"
 # A value model of "none": a BC policy then shows probabilities only and cannot search.

@@ -25,7 +25,7 @@ Stages (each a Beam transform; the same code runs on the DirectRunner, Dataflow,
    written last, once the rows written are checked against the rows counted.
 
 Games and boards are spread over `--groups` work units, and only transforms that every runner
-gets right are used (pipeline/portable.py), so the job runs on Beam's DaskRunner too.
+gets right are used (pipeline/beam/portable.py), so the job runs on Beam's DaskRunner too.
 
 Resume: AnnotateBoards also appends its rows to `<split>.meta/journal/` as it goes
 (`JournalWriter`).
@@ -39,7 +39,7 @@ its Prism runner); `--runner=DaskRunner` is Beam's DaskRunner (with `--dask_clie
 `run(argv)` is the programmatic entry point and returns the stats document.
 
 A run holds the split's lock (`split_lock`) while it writes the split. The command stops on
-Ctrl-C or SIGTERM in one line, keeping the journal (`core.interrupts`), and exits 1, in one
+Ctrl-C or SIGTERM in one line, keeping the journal (`runtime.interrupts`), and exits 1, in one
 line, on an error, on a run that read no game, and on a run in which every board failed.
 
 The job's modules: this one is the command (the run, its stats and its exit); `arguments` the
@@ -63,9 +63,6 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from core.engine_path import find_engine
-from core.interrupts import stop_on_signals
-from core.outputs import check_dir, disk_full, disk_full_line, quiet_disk_full
-from core.progress import format_duration, print_result
 from core.schema import (
     FAILURES_PREFIX,
     SCHEMA_VERSION,
@@ -73,20 +70,24 @@ from core.schema import (
     shard_name,
     stats_path,
 )
-from pipeline import engine_slots, stats
 from pipeline.annotate.arguments import parse_args
-from pipeline.annotate.config import AnnotateConfig
+from pipeline.annotate.beam_graph import build
 from pipeline.annotate.games import stopping_input_error
-from pipeline.annotate.graph import build
 from pipeline.annotate.journal import delete_journal, flush_open_writers
-from pipeline.annotate.output import annotate_identity, prepare_output
-from pipeline.beam_env import VERBOSE_FLAG, keep_line, scratch_tempdir, set_verbose
+from pipeline.annotate.settings import AnnotateConfig
+from pipeline.annotate.split_output import annotate_identity, prepare_output
+from pipeline.beam import stats
+from pipeline.beam.environment import VERBOSE_FLAG, keep_line, scratch_tempdir, set_verbose
+from pipeline.beam.portable import for_workers, runner_args
+from pipeline.beam.split_lock import SplitBusy, split_lock
 from pipeline.card import write_card
-from pipeline.engine import EngineError, UciEngine
 from pipeline.exclude import Exclusions, load_exclusions
-from pipeline.portable import for_workers, runner_args
+from pipeline.labels import engine_slots
+from pipeline.labels.uci_client import EngineError, UciEngine
 from pipeline.sources import expand_inputs
-from pipeline.split_lock import SplitBusy, split_lock
+from runtime.interrupts import stop_on_signals
+from runtime.outputs import check_dir, disk_full, disk_full_line, quiet_disk_full
+from runtime.progress import format_duration, print_result
 
 
 def uci_name(path: str) -> str:
@@ -255,7 +256,7 @@ def run_as_command(argv: Sequence[str]) -> dict:
     """`run` with the command line's Ctrl-C and SIGTERM: the journal saved, one line, the
     process ended with 130 or 143. For programs that run the annotation as a step of their own
     (`make cpu-model`, `make demo`): a bare `run` would leave Beam's workers printing their
-    tracebacks (core/interrupts.py says why)."""
+    tracebacks (runtime/interrupts.py says why)."""
     config, beam_args = parse_args(argv)
     if VERBOSE_FLAG in argv:
         set_verbose(True)

@@ -8,7 +8,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from core.cli import (
+from core.engine_settings import EngineLimit
+from core.schema import MAX_SHARDS
+from pipeline.annotate.journal import JOURNAL_EVERY, JOURNAL_SECONDS
+from pipeline.annotate.settings import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
+from pipeline.beam.environment import VERBOSE_FLAG, VERBOSE_HELP
+from pipeline.beam.portable import DEFAULT_GROUPS, runner_args
+from pipeline.labels.action_values import MODES
+from runtime.cli import (
     config_from_args,
     int_at_least,
     non_negative_int,
@@ -16,13 +23,6 @@ from core.cli import (
     positive_float,
     positive_int,
 )
-from core.engine_settings import EngineLimit
-from core.schema import MAX_SHARDS
-from pipeline.action_values import MODES
-from pipeline.annotate.config import DEFAULT_LIMIT, AnnotateConfig, EngineConfig
-from pipeline.annotate.journal import JOURNAL_EVERY, JOURNAL_SECONDS
-from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP
-from pipeline.portable import DEFAULT_GROUPS, runner_args
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -18,14 +18,15 @@ import apache_beam as beam
 
 from core.engine_path import find_engine
 from core.engine_settings import EngineLimit
-from core.outputs import disk_full
-from core.progress import format_duration
-from pipeline import engine_slots, stats
-from pipeline.action_values import BoardAnnotator, BoardResult, Mode, NoLegalMoves
-from pipeline.annotate.config import EngineConfig
 from pipeline.annotate.journal import JOURNAL_EVERY, JournalWriter
-from pipeline.engine import UciEngine
-from pipeline.portable import tagged
+from pipeline.annotate.settings import EngineConfig
+from pipeline.beam import stats
+from pipeline.beam.portable import tagged
+from pipeline.labels import engine_slots
+from pipeline.labels.action_values import BoardAnnotator, BoardResult, Mode, NoLegalMoves
+from pipeline.labels.uci_client import UciEngine
+from runtime.outputs import disk_full
+from runtime.progress import format_duration
 
 ROWS_TAG = "rows"
 FAILURES_TAG = "failures"
@@ -108,10 +109,10 @@ class AnnotateBoards(beam.DoFn):
     row on FAILURES_TAG for each board, then the group's stats. `context` ({"todo": boards to
     annotate, "resumed": boards from the journal}, or None) only feeds the progress lines.
 
-    `mode` and `multipv` choose how a board is valued (pipeline.action_values: every legal
+    `mode` and `multipv` choose how a board is valued (pipeline.labels.action_values: every legal
     move searched alone, or one unrestricted search reporting `multipv` lines).
     One engine process per worker slot: taken in `setup` and given back in `teardown` to
-    pipeline/engine_slots.py, so that a runner making a DoFn instance per partition (Dask)
+    pipeline/labels/engine_slots.py, so that a runner making a DoFn instance per partition (Dask)
     does not start an engine per partition. With a node limit one board waits queued in the
     engine behind the one being searched, so the engine never idles between the boards of a
     group. Boards with no legal move are dropped and counted. With a `journal` directory
@@ -193,7 +194,8 @@ class AnnotateBoards(beam.DoFn):
         yield s.emit()
 
     def finish_bundle(self):
-        # Only a side effect: outputs from here are lost on some runners (pipeline/portable.py).
+        # Only a side effect: outputs from here are lost on some runners
+        # (pipeline/beam/portable.py).
         if self._journal is not None:
             self._journal.flush()
 

@@ -1,7 +1,7 @@
 """The DoFns from input files to boards: read and sample games, parse them, keep `--max-games`,
 drop the evaluation sets' positions (`--exclude`).
 
-Each emits `(tag, value)` pairs (pipeline/portable.py): its data on GAMES_TAG or FENS_TAG and,
+Each emits `(tag, value)` pairs (pipeline/beam/portable.py): its data on GAMES_TAG or FENS_TAG and,
 at the end of each element, what it counted and skipped on stats.STATS_TAG. Games travel in
 batches of GAME_BATCH, so that counting costs a few records per batch, not per game.
 """
@@ -15,10 +15,11 @@ import sys
 import apache_beam as beam
 
 from core.positions import position_key
-from core.text_files import InputError
-from pipeline import pgn, random_move, stats
-from pipeline.portable import tagged
+from pipeline import pgn, random_move
+from pipeline.beam import stats
+from pipeline.beam.portable import tagged
 from pipeline.sources import read_lines
+from runtime.text_files import InputError
 
 GAMES_TAG = "games"
 FENS_TAG = "fens"
@@ -212,7 +213,7 @@ class DropExcluded(beam.DoFn):
     Only a dropped board emits stats, so counting costs one record per evaluation position
     met, not per board. The keys travel inside the DoFn (pickled with the graph), which suits
     the evaluation sets' tens of thousands of positions; millions would call for a side input
-    (and side inputs are what the DaskRunner gets wrong, pipeline/portable.py).
+    (and side inputs are what the DaskRunner gets wrong, pipeline/beam/portable.py).
     """
 
     def __init__(self, keys: frozenset[str]):

@@ -32,9 +32,9 @@ from core.schema import (
     journal_part_name,
     journal_path,
 )
-from pipeline import stats
-from pipeline.portable import split, tagged
-from pipeline.shards import list_files, write_parquet
+from pipeline.beam import stats
+from pipeline.beam.portable import split, tagged
+from pipeline.beam.shards import list_files, write_parquet
 
 ROWS_TAG = "rows"  # ReadJournal's and UseJournal's output of the journal's rows
 TODO_TAG = "todo"  # UseJournal's output of the boards the journal lacks

@@ -8,12 +8,12 @@ from collections.abc import Iterable
 
 import apache_beam as beam
 
-from pipeline import stats
+from pipeline.beam import stats
+from pipeline.beam.portable import tagged
+from pipeline.beam.shards import shard_of
 from pipeline.chessbench.bag import BagFormatError, BagReader
 from pipeline.chessbench.records import decode_av, decode_bc, decode_sv
 from pipeline.chessbench.salvage import decode_range, ranges
-from pipeline.portable import tagged
-from pipeline.shards import shard_of
 
 CHUNKS_TAG = "chunks"
 BATCHES_TAG = "batches"

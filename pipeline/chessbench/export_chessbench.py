@@ -1,6 +1,6 @@
 """Annotated-board Parquet -> ChessBench bag files, for the paper's reference code.
 
-    python -m pipeline.export_chessbench --input data/annotated/train --kind av \\
+    python -m pipeline.chessbench.export_chessbench --input data/annotated/train --kind av \\
         --output 'data/export/action_value@4_data.bag'
 
 writes the records of pipeline/chessbench/records.py: av one (FEN, move, win_prob) per valued move,
@@ -26,14 +26,14 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from core.cli import config_from_args
-from core.outputs import OutputError, check_file
-from core.progress import Progress
 from core.schema import board_files, read_board_file, read_metadata
 from core.values import is_win_probability
+from pipeline.beam.shards import shard_of
 from pipeline.chessbench.bag import BagWriter, shard_names
 from pipeline.chessbench.records import KINDS, check_kind, encode_av, encode_bc, encode_sv
-from pipeline.shards import shard_of
+from runtime.cli import config_from_args
+from runtime.outputs import OutputError, check_file
+from runtime.progress import Progress
 
 _COLUMNS = ["fen", "moves", "win_probs", "best_move", "state_win_prob", "partial"]
 
@@ -126,7 +126,7 @@ def export(config: ExportConfig, show_progress: bool = True) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline.export_chessbench",
+        prog="python -m pipeline.chessbench.export_chessbench",
         description="Annotated-board Parquet -> ChessBench .bag/.bagz records",
     )
     parser.add_argument("--input", required=True, help="board shards: directory, file or glob")

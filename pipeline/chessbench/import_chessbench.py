@@ -1,6 +1,6 @@
 """ChessBench bag shards -> annotated-board Parquet, as a Beam pipeline.
 
-    python -m pipeline.import_chessbench --kind av --output data/chessbench \\
+    python -m pipeline.chessbench.import_chessbench --kind av --output data/chessbench \\
         --input 'data/chessbench/train/action_value@2148_data.bag'
 
 reads the paper's released records (bag.py and records.py beside it have the format; chunks.py
@@ -9,7 +9,7 @@ core/schema.py to `<output>/<split>/boards-*.parquet`, with `failures-*.parquet`
 `stats.json` in `<output>/<split>.meta/`, so the trainer takes it like data this project
 annotated. Beam options not listed here (`--runner`, `--direct_num_workers`, ...) go to Beam,
 so the 2,148 action-value shards can be imported on a cluster, Dask included
-(`--runner=DaskRunner`; only the transforms of pipeline/portable.py are used).
+(`--runner=DaskRunner`; only the transforms of pipeline/beam/portable.py are used).
 
 Records of a board may sit anywhere in the input, so they are grouped by FEN: each chunk of
 records groups its own by board and by output shard (a hash of the FEN), and one shuffle
@@ -55,10 +55,6 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from core.cli import config_from_args, int_at_least, plain_name
-from core.interrupts import stop_on_signals
-from core.outputs import OutputError, check_dir
-from core.progress import format_duration, print_result
 from core.schema import (
     BOARD_SCHEMA,
     BOARDS_PREFIX,
@@ -71,15 +67,32 @@ from core.schema import (
     shard_name,
     stats_path,
 )
-from pipeline import stats
-from pipeline.beam_env import VERBOSE_FLAG, VERBOSE_HELP, keep_line, scratch_tempdir, set_verbose
+from pipeline.beam import stats
+from pipeline.beam.environment import (
+    VERBOSE_FLAG,
+    VERBOSE_HELP,
+    keep_line,
+    scratch_tempdir,
+    set_verbose,
+)
+from pipeline.beam.portable import (
+    DEFAULT_GROUPS,
+    GroupInto,
+    for_workers,
+    runner_args,
+    split,
+    tagged,
+)
+from pipeline.beam.shards import WriteShards, clear_outputs, write_parquet
 from pipeline.card import write_card
 from pipeline.chessbench.bag import expand_pattern
 from pipeline.chessbench.chunks import BATCHES_TAG, CHUNKS_TAG, DecodeChunk, ListChunks
 from pipeline.chessbench.records import KINDS, check_kind
 from pipeline.chessbench.rows import CHESSBENCH_ENGINE, CHESSBENCH_LIMIT, ROW_MAKERS, BoardRejected
-from pipeline.portable import DEFAULT_GROUPS, GroupInto, for_workers, runner_args, split, tagged
-from pipeline.shards import WriteShards, clear_outputs, write_parquet
+from runtime.cli import config_from_args, int_at_least, plain_name
+from runtime.interrupts import stop_on_signals
+from runtime.outputs import OutputError, check_dir
+from runtime.progress import format_duration, print_result
 
 FAILURES_TAG = "failures"
 WRITTEN_TAG = "written"
@@ -108,7 +121,7 @@ class ChessBenchConfig:
 
 class MakeShard(beam.DoFn):
     """(output shard, [{fen: values} of each chunk]) -> the shard's Parquet file, written
-    here (rows sorted by FEN, as pipeline/shards.py writes them); outputs (path, rows) on
+    here (rows sorted by FEN, as pipeline/beam/shards.py writes them); outputs (path, rows) on
     WRITTEN_TAG, failure rows on FAILURES_TAG, then stats. A shard's boards are held in one
     worker's memory: pick `--num-shards` so that boards / shards fits (about 1.5 KB a
     board)."""
@@ -284,7 +297,7 @@ def run_config(config: ChessBenchConfig, beam_args: Sequence[str] = ()) -> dict:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline.import_chessbench",
+        prog="python -m pipeline.chessbench.import_chessbench",
         description="ChessBench .bag/.bagz shards -> annotated-board Parquet. Options not "
         "listed here go to Beam (e.g. --runner, --direct_num_workers).",
     )

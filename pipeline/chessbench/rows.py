@@ -11,7 +11,7 @@ import chess
 from core.actions import legal_actions, move_to_index
 from core.schema import SOURCE_CHESSBENCH, BoardRow
 from core.tokenizer import tokenize
-from pipeline import stats
+from pipeline.beam import stats
 
 # What the paper says made ChessBench: Stockfish 16 at 50 ms per (board, move).
 CHESSBENCH_ENGINE = "Stockfish 16 (ChessBench)"

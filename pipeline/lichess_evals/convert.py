@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from core.workers import SPAWN, worker_start
 from pipeline.lichess_evals.lines import BadLine, Converted, convert_line
+from runtime.workers import SPAWN, worker_start
 
 # A task is ~0.3 s of a worker's time: long enough that sending it costs little, short enough
 # that the lines read ahead (workers * _BATCHES_PER_WORKER batches) take little memory.

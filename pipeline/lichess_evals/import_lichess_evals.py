@@ -1,6 +1,7 @@
 """The Lichess evaluation database -> annotated-board Parquet (schema v2, `source` lichess-evals).
 
-    python -m pipeline.import_lichess_evals --input lichess_db_eval.jsonl.zst --output DIR \\
+    python -m pipeline.lichess_evals.import_lichess_evals --input lichess_db_eval.jsonl.zst
+    --output DIR \\
         [--split train] [--rows-per-shard 1000000] [--max-lines N] [--overwrite] [--workers N]
 
 Input: https://database.lichess.org/#evals (CC0), one JSON object per line,
@@ -39,7 +40,7 @@ lines, two batches per worker in flight, and takes the results in input order, s
 setting a resume must match. The workers only convert: reading, writing and every file stay in
 this process. A worker that dies (killed, out of memory) ends the import with WorkerDied, the
 completed parts kept for a rerun; workers end with a killed import. They are started as
-core/workers.py says ("spawn"): a program calling `import_lichess_evals` with workers
+runtime/workers.py says ("spawn"): a program calling `import_lichess_evals` with workers
 therefore needs the usual `if __name__ == "__main__":` guard.
 
 `import_lichess_evals(input_path, output_dir, config)` is the programmatic entry point.
@@ -62,22 +63,18 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from core.cli import config_from_args, plain_name
-from core.interrupts import stop_on_signals
-from core.outputs import check_dir
-from core.progress import Progress, format_duration, print_result
 from core.schema import SOURCE_LICHESS_EVALS, import_path, stats_path
-from core.text_files import InputError
 from pipeline.card import write_card
-from pipeline.lichess_evals.config import (
+from pipeline.lichess_evals.convert import WorkerDied, converted_lines
+from pipeline.lichess_evals.input import JsonlInput, split_lines
+from pipeline.lichess_evals.lines import ENGINE, REASONS, BadLine
+from pipeline.lichess_evals.parts import MAX_EXAMPLES, Part, write_json
+from pipeline.lichess_evals.settings import (
     DEFAULT_PROGRESS_SECONDS,
     DEFAULT_ROWS_PER_SHARD,
     LichessEvalsConfig,
 )
-from pipeline.lichess_evals.convert import WorkerDied, converted_lines
-from pipeline.lichess_evals.input import JsonlInput, split_lines
-from pipeline.lichess_evals.lines import ENGINE, REASONS, BadLine
-from pipeline.lichess_evals.output import (
+from pipeline.lichess_evals.split_output import (
     FINISHED_FILE,
     RUN_FILE,
     finish,
@@ -85,7 +82,11 @@ from pipeline.lichess_evals.output import (
     load_parts,
     prepare,
 )
-from pipeline.lichess_evals.parts import MAX_EXAMPLES, Part, write_json
+from runtime.cli import config_from_args, plain_name
+from runtime.interrupts import stop_on_signals
+from runtime.outputs import check_dir
+from runtime.progress import Progress, format_duration, print_result
+from runtime.text_files import InputError
 
 _PROGRESS_EVERY_LINES = 1024  # how often the clock is looked at, not how often it prints
 _DEFAULTS = LichessEvalsConfig()
@@ -252,7 +253,7 @@ def import_lichess_evals(
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline.import_lichess_evals",
+        prog="python -m pipeline.lichess_evals.import_lichess_evals",
         description="Import the Lichess evaluation database as annotated-board Parquet.",
     )
     parser.add_argument("--input", required=True, help="lichess_db_eval.jsonl.zst (or .jsonl)")

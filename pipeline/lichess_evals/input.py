@@ -8,8 +8,8 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from core.text_files import InputError
 from pipeline.zstd_blocks import ZstdDamage, decompressed_chunks
+from runtime.text_files import InputError
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _CHUNK_BYTES = 1 << 20

@@ -92,7 +92,7 @@ class Refuse(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(name)
 sys.meta_path.insert(0, Refuse())
 from bench import oracle
-from bench.train import reference_trainer
+from bench.train_speed import reference_trainer
 from model import config as config_lib
 ref = oracle.load()
 config = config_lib.from_dict({"model": {"size": "tiny"}, "train": {"batch_size": 8}})

@@ -80,7 +80,7 @@ def test_the_fused_attention_variant_computes_the_model_s_attention(length, last
     import numpy as np
 
     from bench.profile_step import cudnn_attention
-    from model.transformer import _attention
+    from model.networks.transformer import _attention
 
     def run(attention):
         return hk.without_apply_rng(hk.transform(lambda x: attention(x, 4, last_query_only)))

@@ -16,7 +16,7 @@ from core.schema import (
     shard_name,
     write_boards,
 )
-from model.train import main as train_main
+from model.training.train import main as train_main
 from pipeline import overlap, select_boards
 from pipeline.chessbench import export_chessbench
 

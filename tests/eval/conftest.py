@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from core.schema import BOARDS_PREFIX, make_board_row, shard_name, write_boards
-from eval.agent_base import AgentBase
-from eval.evaluators import make_evaluator
-from eval.stockfish_agents import EngineSettings, StockfishOracleAgent
+from eval.agents.base import AgentBase
+from eval.agents.evaluators import make_evaluator
+from eval.agents.stockfish import EngineSettings, StockfishOracleAgent
 from model.config import Config
+from model.networks.transformer import init_params
 from model.predictor import Predictor
-from model.transformer import init_params
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -134,8 +134,8 @@ def annotated(tmp_path_factory, stockfish) -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory, annotated) -> pathlib.Path:
-    """A small AV model trained here by model.train for 80 steps (real JAX, real data)."""
-    from model.train import main as train_main
+    """A small AV model trained here by model.training.train for 80 steps (real JAX, real data)."""
+    from model.training.train import main as train_main
 
     run = tmp_path_factory.mktemp("run")
     # Two layers, a high learning rate and no periodic evaluation keep this to seconds of

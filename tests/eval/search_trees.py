@@ -1,9 +1,9 @@
-"""Positions and tree walks shared by the tree-search tests (eval/mcts.py)."""
+"""Positions and tree walks shared by the tree-search tests (eval/agents/mcts.py)."""
 
 import chess
 import numpy as np
 
-from eval.mcts import Node, SearchConfig, SearchLimit, TreeSearch
+from eval.agents.mcts import Node, SearchConfig, SearchLimit, TreeSearch
 
 MATE_IN_ONE = "6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1"  # Ra8#
 STALEMATE_TRAP = "7k/8/6Q1/8/8/8/8/K7 w - - 0 1"  # Qf7 stalemates

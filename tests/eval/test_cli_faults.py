@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from core.text_files import NotTextError
 from eval.metrics import main as metrics_main
 from eval.plot import main as plot_main
 from eval.puzzles import main as puzzles_main
@@ -23,6 +22,7 @@ from eval.suites import main as suites_main
 from eval.suites import read_suite
 from eval.tournament import PGN_NAME, read_finished
 from eval.tournament import main as tournament_main
+from runtime.text_files import NotTextError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PUZZLES = ROOT / "data" / "sample" / "puzzles.csv"

@@ -7,7 +7,14 @@ import itertools
 import numpy as np
 import pytest
 
-from eval.elo import EloConfig, GameResult, fit_elo, format_table, outcome_probabilities, tally
+from eval.elo.ratings import (
+    EloConfig,
+    GameResult,
+    fit_elo,
+    format_table,
+    outcome_probabilities,
+    tally,
+)
 
 TRUE = {"a": 0.0, "b": 120.0, "c": 300.0, "d": -200.0}
 ADVANTAGE, DRAWELO = 40.0, 180.0

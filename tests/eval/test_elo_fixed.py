@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from eval.elo_fixed import (
+from eval.elo.fixed_opponents import (
     RatedGame,
     expected_score,
     fit_against_fixed,

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from eval.elo_fixed import RatedGame, fit_against_fixed
-from eval.elo_ladder import main, run_ladder
-from eval.elo_ladder_player import JUMP, Engine, LadderConfig, next_level
+from eval.elo.fixed_opponents import RatedGame, fit_against_fixed
+from eval.elo.ladder import main, run_ladder
+from eval.elo.ladder_player import JUMP, Engine, LadderConfig, next_level
 
 ENGINE = Engine("stockfish", "Stockfish", 1350, 2850)
 

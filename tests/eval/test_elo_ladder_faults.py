@@ -13,10 +13,10 @@ import stat
 import chess.pgn
 import pytest
 
-from core.dir_lock import dir_lock
-from eval.elo_ladder import LOCK_NAME, main, run_ladder
-from eval.elo_ladder_player import LadderConfig
-from eval.elo_ladder_report import describe_fit, format_markdown, how_it_ended
+from eval.elo.ladder import LOCK_NAME, main, run_ladder
+from eval.elo.ladder_player import LadderConfig
+from eval.elo.ladder_report import describe_fit, format_markdown, how_it_ended
+from runtime.dir_lock import dir_lock
 
 # Random movers against the weakest level, drawn at 8 plies: a game takes well under a second.
 FAST = ["--sf-time", "0.01", "--max-plies", "8", "--adjudicate", "", "--models"]

@@ -8,9 +8,8 @@ import pytest
 
 from core.actions import legal_actions
 from core.engine_path import EngineNotFoundError
-from eval.agent_base import Agent
-from eval.agent_specs import parse_agent_spec
-from eval.engines import (
+from eval.agents.base import Agent
+from eval.agents.players import (
     GreedyAgent,
     RandomAgent,
     greedy_move,
@@ -20,7 +19,8 @@ from eval.engines import (
     pick_index,
     repetition_adjusted,
 )
-from eval.stockfish_agents import (
+from eval.agents.specs import parse_agent_spec
+from eval.agents.stockfish import (
     ELO_MOVE_TIME,
     EngineSettings,
     StockfishAgent,

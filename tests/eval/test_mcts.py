@@ -1,4 +1,4 @@
-"""The tree search (eval/mcts.py) on random-initialised networks, where the tests are about
+"""The tree search (eval/agents/mcts.py) on random-initialised networks, where the tests are about
 mechanics (exact terminal values decide whatever the network says): PUCT, batching, tree
 reuse and search-contempt."""
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from core.game_end import terminal_value
-from eval.engines import MctsAgent, NeuralAgent
-from eval.evaluators import LeafEvaluation
-from eval.mcts import Node, SearchLimit, contempt_index
+from eval.agents.evaluators import LeafEvaluation
+from eval.agents.mcts import Node, SearchLimit, contempt_index
+from eval.agents.players import MctsAgent, NeuralAgent
 from tests.eval.search_trees import (
     ENDGAME,
     MATE_IN_ONE,

@@ -1,4 +1,4 @@
-"""The tree search (eval/mcts.py): agent specs and evaluator pairing, what ends a search
+"""The tree search (eval/agents/mcts.py): agent specs and evaluator pairing, what ends a search
 (deadlines, stop events, the node bound), and the agent in the evaluation CLIs (a model
 trained here)."""
 
@@ -13,10 +13,10 @@ import chess
 import numpy as np
 import pytest
 
-from eval.agent_specs import parse_agent_spec
-from eval.engines import MctsAgent, make_agent
-from eval.evaluators import PolicyValueEvaluator, make_evaluator
-from eval.mcts import NODE_BYTES, SearchConfig, SearchLimit, TreeSearch
+from eval.agents.evaluators import PolicyValueEvaluator, make_evaluator
+from eval.agents.mcts import NODE_BYTES, SearchConfig, SearchLimit, TreeSearch
+from eval.agents.players import MctsAgent, make_agent
+from eval.agents.specs import parse_agent_spec
 from eval.puzzles import main as puzzles_main
 from eval.tournament import main as tournament_main
 from tests.eval.search_trees import MIDDLEGAME, searched, walk

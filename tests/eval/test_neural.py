@@ -13,12 +13,12 @@ import pytest
 
 from core.actions import legal_actions
 from core.schema import read_boards
-from eval.engines import NeuralAgent, make_agent
+from eval.agents.players import NeuralAgent, make_agent
 from eval.metrics import main as metrics_main
 from eval.puzzles import main as puzzles_main
 from model.config import Config
+from model.networks.transformer import init_params
 from model.predictor import Predictor
-from model.transformer import init_params
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 REPEATING = ("g1f3", "g8f6", "f3g1", "f6g8", "g1f3", "g8f6", "f3g1")  # ...Ng8 allows a claim

@@ -5,9 +5,9 @@ import pytest
 import zstandard
 
 from core.eval_sets import Puzzle, read_puzzles
-from eval.engines import RandomAgent
+from eval.agents.players import RandomAgent
+from eval.agents.stockfish import EngineSettings, StockfishAgent
 from eval.puzzles import accuracy_by_bucket, bucket_of, evaluate, main, play_puzzle
-from eval.stockfish_agents import EngineSettings, StockfishAgent
 
 # Puzzles built here (checked by python-chess in test_the_built_puzzles_are_sound):
 # MATE1: Black plays ...c5, White mates with Ra8# (the listed solution) or Rb8# (also mate).

@@ -12,7 +12,7 @@ from core.actions import ACTIONS
 from core.schema import SchemaError, read_boards, write_boards
 from eval.metrics import main as metrics_main
 from eval.metrics import read_rows
-from model.data import DataError
+from model.data.loader import DataError
 
 
 def test_rows_hold_the_columns_the_metrics_need(annotated):

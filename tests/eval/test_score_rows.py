@@ -13,8 +13,8 @@ from core.bins import to_bins
 from core.tokenizer import tokenize_batch
 from eval.metrics import score_rows
 from model.config import Config
+from model.networks.transformer import init_params
 from model.predictor import Predictor
-from model.transformer import init_params
 
 
 def rows_of_random_games(num: int, seed: int) -> list[dict]:

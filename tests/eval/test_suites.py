@@ -5,7 +5,7 @@ import chess
 import pytest
 
 from core.eval_sets import parse_epd_line, parse_points, read_suite, theme_of
-from eval.stockfish_agents import EngineSettings, StockfishAgent
+from eval.agents.stockfish import EngineSettings, StockfishAgent
 from eval.suites import main, run_suite, score_move
 
 # Hand-made lines in the formats of the real suites.

@@ -17,8 +17,8 @@ from core.openings import (
     choose_openings,
     load_openings,
 )
-from eval.agent_base import AgentBase
-from eval.engines import RandomAgent, make_agent
+from eval.agents.base import AgentBase
+from eval.agents.players import RandomAgent, make_agent
 from eval.game import AdjudicationConfig, play_game
 from eval.tournament import TournamentConfig, main, run_tournament, schedule
 

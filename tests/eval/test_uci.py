@@ -16,7 +16,7 @@ import chess.engine
 import pytest
 
 from core.values import win_probability
-from eval.engines import RandomAgent
+from eval.agents.players import RandomAgent
 from eval.uci.choosers import AgentChooser
 from eval.uci.factories import ModelUnavailable
 from eval.uci.info import wdl_per_mille, win_prob_to_cp

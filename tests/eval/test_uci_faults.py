@@ -19,15 +19,15 @@ import chess
 import jax
 import pytest
 
-from eval.engines import NeuralAgent
+from eval.agents.players import NeuralAgent
 from eval.uci.choosers import PolicyChooser
 from eval.uci.factories import ModelUnavailable, NeuralFactory
 from eval.uci.options import OPTIONS, UciOptions
 from eval.uci.position import parse_position
 from eval.uci.server import UciServer
 from model import config as config_lib
+from model.networks.transformer import init_params
 from model.predictor import Predictor
-from model.transformer import init_params
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROBE = "position startpos moves e2e4 c7c5"  # the board every liveness check plays on

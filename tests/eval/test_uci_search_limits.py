@@ -16,7 +16,7 @@ import time
 import chess
 import pytest
 
-from eval.mcts import max_nodes_for
+from eval.agents.mcts import max_nodes_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -13,10 +13,11 @@ import chess
 import pytest
 
 from core.schema import read_boards
-from eval.engines import make_agent
+from eval.agents.players import make_agent
 from eval.uci.position import parse_position
-from jobs import cpu_model, cpu_model_steps
-from jobs.cpu_model_settings import (
+from jobs.cpu_model import recipe as cpu_model
+from jobs.cpu_model import stages
+from jobs.cpu_model.settings import (
     CHECKS_SPLIT,
     OWN_GAMES_SPLIT,
     PUZZLE_FILE,
@@ -170,7 +171,7 @@ def test_the_main_model_trains_on_the_splits_the_recipe_makes_not_on_stale_ones(
     stale = paths.work / "annotated" / "search-random-move-seed3"
     stale.mkdir(parents=True)
     full = SCALES["full"]
-    data = cpu_model_steps.main_data(full, paths).split(",")
+    data = stages.main_data(full, paths).split(",")
     splits = [pathlib.Path(glob).parent.name for glob in data]
     # In the order one glob of all their files lists them (the order examples are drawn in).
     assert splits == [
@@ -178,18 +179,17 @@ def test_the_main_model_trains_on_the_splits_the_recipe_makes_not_on_stale_ones(
     ]  # fmt: skip
     checked = dataclasses.replace(full, check_seeds=(2, 3))
     splits = [
-        pathlib.Path(glob).parent.name
-        for glob in cpu_model_steps.main_data(checked, paths).split(",")
+        pathlib.Path(glob).parent.name for glob in stages.main_data(checked, paths).split(",")
     ]
     assert splits[-3:] == [CHECKS_SPLIT, "search-random-move-seed1", "search-random-move"]
     assert not any("seed2" in s or "seed3" in s for s in splits)
-    assert cpu_model_steps.check_pool(checked, paths) == [
+    assert stages.check_pool(checked, paths) == [
         "search-random-move-seed2", "search-random-move-seed3"
     ]  # fmt: skip
     # Without real games: the self-play boards only, and no check pool.
     bare = _paths(tmp_path / "bare", games=False)
-    assert cpu_model_steps.main_data(checked, bare) == train_glob(bare)
-    assert cpu_model_steps.check_pool(checked, bare) == []
+    assert stages.main_data(checked, bare) == train_glob(bare)
+    assert stages.check_pool(checked, bare) == []
 
 
 SHIPPED = ROOT / "models" / "cpu"

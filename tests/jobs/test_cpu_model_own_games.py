@@ -1,4 +1,4 @@
-"""`make cpu-model`'s positions from the model's own games (jobs/cpu_model_own_games.py): the
+"""`make cpu-model`'s positions from the model's own games (jobs/cpu_model/own_games.py): the
 games are played and annotated as a split the main model trains on, only when the step is on,
 and a rerun reuses both."""
 
@@ -11,10 +11,11 @@ import chess
 import pytest
 
 from core.schema import read_boards
-from jobs import cpu_model, cpu_model_steps
-from jobs.cpu_model_own_games import model_digest, own_games
-from jobs.cpu_model_settings import OWN_GAMES_SPLIT, SCALES, Paths, split_glob
-from jobs.steps import StepLog
+from jobs.cpu_model import recipe as cpu_model
+from jobs.cpu_model import stages
+from jobs.cpu_model.own_games import model_digest, own_games
+from jobs.cpu_model.settings import OWN_GAMES_SPLIT, SCALES, Paths, split_glob
+from jobs.step_log import StepLog
 
 
 def _paths(tmp_path: pathlib.Path, model: pathlib.Path) -> Paths:
@@ -31,7 +32,7 @@ def _paths(tmp_path: pathlib.Path, model: pathlib.Path) -> Paths:
 
 
 def _splits(scale, paths: Paths) -> list[str]:
-    return [pathlib.Path(g).parent.name for g in cpu_model_steps.main_data(scale, paths).split(",")]
+    return [pathlib.Path(g).parent.name for g in stages.main_data(scale, paths).split(",")]
 
 
 def test_the_main_data_has_the_own_games_split_only_when_the_step_is_on(tmp_path, capsys):
@@ -98,7 +99,7 @@ def test_own_games_are_played_annotated_and_reused(tmp_path, stockfish, tiny_bc_
     for fen, move in zip(boards["fen"].to_pylist(), boards["best_move"].to_pylist(), strict=True):
         assert chess.Move.from_uci(move) in chess.Board(fen).legal_moves
     # The main model trains on it, and the overlap check (which reads the main data) sees it.
-    assert split_glob(paths, OWN_GAMES_SPLIT) in cpu_model_steps.main_data(scale, paths).split(",")
+    assert split_glob(paths, OWN_GAMES_SPLIT) in stages.main_data(scale, paths).split(",")
     assert set(steps.done) >= {"own-games", f"annotate-{OWN_GAMES_SPLIT}"}
 
     # A rerun reuses the games and their annotation.

@@ -19,7 +19,7 @@ import pytest
 
 from core.schema import stats_path
 from jobs import demo
-from jobs.steps import StepLog, fingerprint
+from jobs.step_log import StepLog, fingerprint
 from tools.make_sample import unique_boards
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -137,7 +137,7 @@ def test_ctrl_c_while_the_training_step_imports_prints_one_line_and_exits_130(
     command = [sys.executable, "-m", "jobs.demo", "--results", str(results), "--work", str(work),
                "--run", str(run), "--limit", limit, "--engine", stockfish]  # fmt: skip
     # Importing the trainer takes seconds: every delay lands in it, each in another module
-    # (a C extension starting, a garbage-collector callback: see core.interrupts.sigint_exits).
+    # (a C extension starting, a garbage-collector callback: see runtime.interrupts.sigint_exits).
     for delay in (0.0, 0.1, 0.25, 0.5):
         process = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -22,7 +22,7 @@ from model.checkpoint import (
     resolve,
 )
 from model.predictor import Predictor
-from model.train import train
+from model.training.train import train
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY_MODEL = {"num_layers": 1, "embedding_dim": 32, "num_heads": 2}
@@ -190,7 +190,7 @@ def test_a_data_error_on_resume_is_one_line_without_orbax_tracebacks(
     bad = tmp_path / "bad.parquet"
     pq.write_table(table.replace_schema_metadata(metadata), bad)
     done = subprocess.run(
-        [sys.executable, "-m", "model.train", "--config", str(run / "config.toml")]
+        [sys.executable, "-m", "model.training.train", "--config", str(run / "config.toml")]
         + ["--data", str(bad), "--out", str(run)],
         capture_output=True,
         text=True,

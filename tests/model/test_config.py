@@ -7,9 +7,9 @@ import pathlib
 import pytest
 
 from model import config as config_lib
-from model import train as train_lib
-from model import train_step
 from model.config import ConfigError
+from model.training import step as train_step
+from model.training import train as train_lib
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "model" / "configs"
 

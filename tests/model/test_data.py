@@ -14,8 +14,8 @@ from core import bins
 from core.actions import ACTIONS, move_to_index
 from core.schema import SCHEMA_VERSION, SchemaError, boards_table
 from core.tokenizer import tokenize_batch
-from model.data import Batches, DataError, load_boards, make_view
-from model.loader_settings import LoaderSettings
+from model.data.loader import Batches, DataError, load_boards, make_view
+from model.data.loader_settings import LoaderSettings
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from model import config as config_lib
 from model import devices
-from model.transformer import count_params, param_shapes
+from model.networks.transformer import count_params, param_shapes
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "model" / "configs"
 

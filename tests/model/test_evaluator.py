@@ -16,8 +16,8 @@ from core.engine_path import engine_id
 from core.schema import make_board_row, shard_name, write_boards
 from core.values import win_probability
 from model import config as config_lib
-from model.evaluator import format_eval
-from model.train import train
+from model.training.evaluator import format_eval
+from model.training.train import train
 
 # Boards with a single legal move (the white king must take the rook on b2): the only boards
 # of a search split whose every move is valued.

@@ -17,13 +17,13 @@ from core import bins
 from core.actions import legal_actions, move_to_index, moves_to_indices
 from core.tokenizer import tokenize_batch
 from model import config as config_lib
-from model import gateau, graph
-from model.board_view import BoardBatches
-from model.data import DataError, load_boards, make_view
-from model.loader_settings import LoaderSettings
+from model.data.board_view import BoardBatches
+from model.data.loader import DataError, load_boards, make_view
+from model.data.loader_settings import LoaderSettings
+from model.networks import board_graph, gateau
 from model.predictor import Predictor
-from model.train import train
-from model.train_step import make_loss
+from model.training.step import make_loss
+from model.training.train import train
 
 BOARDS = [
     chess.Board(),
@@ -75,8 +75,8 @@ def _apply(config: config_lib.Config):
 def alone(predictor: Predictor, board: chess.Board):
     """The network on this board by itself, padded to ALONE_WIDTH edges: (its output, its
     graph, its padded kinds)."""
-    graphs = graph.encode_boards([board])
-    padded = graph.pad_edges(graphs, np.array([0]), width=ALONE_WIDTH)
+    graphs = board_graph.encode_boards([board])
+    padded = board_graph.pad_edges(graphs, np.array([0]), width=ALONE_WIDTH)
     out = _apply(predictor.config)(
         predictor.params,
         tokenize_batch([board.fen()]),
@@ -124,7 +124,7 @@ def test_state_values_and_policies_match_the_network(predictors):
         # Illegal actions, attack edges and padding have no probability at all; the legal
         # moves share all of it.
         assert np.isneginf(np.delete(row, legal)).all()
-        moves = (kinds >= 0) & (graph.unpack_kind(kinds)[2] == graph.MOVE)
+        moves = (kinds >= 0) & (board_graph.unpack_kind(kinds)[2] == board_graph.MOVE)
         assert moves.sum() == len(legal) and np.isneginf(own[~moves]).all()
         np.testing.assert_allclose(np.exp(row[legal]).sum(), 1.0, rtol=1e-5)
 
@@ -142,7 +142,7 @@ def test_move_checks_give_checking_moves_their_own_embedding():
     board = chess.Board("6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1")  # Ra8 mates, Re1 does nothing
     predictor = Predictor(without, plain, max_batch=16)
     off, graphs, kinds = alone(predictor, board)
-    flags = graph.kind_gives_check(kinds) * (kinds >= 0)
+    flags = board_graph.kind_gives_check(kinds) * (kinds >= 0)
     assert flags.sum() == 1  # Ra8#
     params["check_embed"]["embeddings"] = np.zeros_like(params["check_embed"]["embeddings"])
     same, *_ = alone(Predictor(params, checks, max_batch=16), board)
@@ -177,12 +177,12 @@ def test_board_batches_put_each_value_on_its_move_edge(mixed):
     )
     batch = next(batches)
     widest = batches.boards.graphs.edge_counts().max()
-    assert batch.senders.shape[1] == batches.width == graph.edge_bucket(widest, 32)
+    assert batch.senders.shape[1] == batches.width == board_graph.edge_bucket(widest, 32)
     for row_index, tokens in enumerate(batch.states):
         fen = data.fens[np.flatnonzero((data.states == tokens).all(1))[0]]
         row = by_fen[fen]
         board = chess.Board(fen)
-        _, graphs = None, graph.encode_boards([board])
+        _, graphs = None, board_graph.encode_boards([board])
         n = graphs.edge_counts()[0]
         valued = {move_to_index(m): p for m, p in zip(row["moves"], row["win_probs"], strict=True)}
         mask = batch.target_mask[row_index]
@@ -323,7 +323,7 @@ def test_fixed_shapes_give_the_same_values_with_a_few_shapes(target):
     params = noisy_params(config)
     free, fixed = Predictor(params, config, max_batch=64), Predictor(params, config, max_batch=64)
     wide = chess.Board("R6R/3Q4/1Q4Q1/4Q3/2Q4Q/Q4Q2/pp1Q4/kBNN1KB1 w - - 0 1")
-    assert graph.encode_boards([wide]).edge_counts()[0] > 192
+    assert board_graph.encode_boards([wide]).edge_counts()[0] > 192
     shapes = fixed.fix_shapes(max_boards=4)
     assert shapes == [(1, 128), (1, 192), (4, 128), (4, 192), (1, 896)]
     boards = [*BOARDS[1:4], wide, chess.Board()]

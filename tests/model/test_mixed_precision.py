@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from model import config as config_lib
-from model.batch import Batch
 from model.checkpoint import load_params
-from model.train import train
+from model.data.batch import Batch
+from model.training.train import train
 
 # The largest gap between the two runs' logged losses (each the mean of 20 steps), in nats:
 # about 1% of the loss. Measured: 0.016 at most over the 200 steps.
@@ -64,8 +64,8 @@ def test_every_matrix_product_of_a_bfloat16_step_multiplies_bfloat16(target):
     """A single float32 operand (a numpy scalar promoting the activations, say) turns the
     step's matrix products into float32 ones, which a GPU runs as tf32 at half bf16's rate:
     the step would be float32 in all but name."""
-    from model.train_step import make_loss
-    from model.transformer import example_inputs, init_params
+    from model.networks.transformer import example_inputs, init_params
+    from model.training.step import make_loss
 
     config = config_lib.from_dict(
         {

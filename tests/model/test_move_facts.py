@@ -1,5 +1,5 @@
-"""The static exchange of a move (model/move_facts.py) on positions whose exchange is known by
-hand, against a brute-force exchange on random boards, and as the networks read it."""
+"""The static exchange of a move (model/networks/move_facts.py) on positions whose exchange is
+known by hand, against a brute-force exchange on random boards, and as the networks read it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from core.actions import move_to_index
 from model import config as config_lib
-from model import graph, network
-from model.move_facts import (
+from model.networks import board_graph, network
+from model.networks.move_facts import (
     EXCHANGE_EVEN,
     EXCHANGE_LOSES,
     EXCHANGE_WINS,
@@ -91,9 +91,9 @@ def test_the_exchange_agrees_with_playing_the_captures_out():
 
 def test_the_networks_read_the_exchange_only_when_asked():
     board = chess.Board("4k3/8/2p5/3p4/8/8/8/3QK3 w - - 0 1")
-    graphs = graph.encode_boards([board])
+    graphs = board_graph.encode_boards([board])
     moves = graphs.num_moves[0]
-    exchanges = graph.kind_exchange(graphs.kinds[:moves].astype(np.int64))
+    exchanges = board_graph.kind_exchange(graphs.kinds[:moves].astype(np.int64))
     by_move = dict(zip(graphs.actions[:moves].tolist(), exchanges.tolist(), strict=True))
     assert by_move[move_to_index("d1d5")] == EXCHANGE_LOSES
     assert by_move[move_to_index("d1d2")] == EXCHANGE_EVEN

@@ -1,4 +1,4 @@
-"""model/peer_loss.py: processes of one training watch each other through JAX's real
+"""model/training/peer_loss.py: processes of one training watch each other through JAX's real
 coordination service (two clients of one service, in a child process: the service's clients
 abort their process when it goes away)."""
 
@@ -13,14 +13,14 @@ import textwrap
 import pytest
 
 from model.config import ConfigError
-from model.peer_loss import peer_lost_line, peer_timeout
+from model.training.peer_loss import peer_lost_line, peer_timeout
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WATCH = textwrap.dedent(
     """
     import json, os, socket, sys, threading, time
     from jax._src.lib import _jax
-    from model.peer_loss import PeerWatch
+    from model.training.peer_loss import PeerWatch
 
     probe = socket.socket(); probe.bind(("127.0.0.1", 0)); port = probe.getsockname()[1]
     probe.close()
@@ -52,7 +52,7 @@ WATCH = textwrap.dedent(
         return lost, seconds, explained
 
     # Each scenario with keys of its own: a fresh pair of watches on the same store.
-    import model.peer_loss as peer_loss
+    import model.training.peer_loss as peer_loss
     peer_loss._PREFIX = "dies"
     died = watch(peer_finishes=False)
     peer_loss._PREFIX = "finishes"

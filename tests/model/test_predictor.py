@@ -12,8 +12,8 @@ from core.actions import legal_actions, moves_to_indices
 from core.tokenizer import tokenize_batch
 from model import config as config_lib
 from model import predictor as predictor_lib
+from model.networks.transformer import build, init_params
 from model.predictor import Predictor, TargetError
-from model.transformer import build, init_params
 
 BOARDS = [
     chess.Board(),

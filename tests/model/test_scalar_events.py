@@ -1,5 +1,5 @@
-"""TensorBoard event files of the trainer's scalars (model/scalar_events.py), read back with
-TensorBoard's own reader."""
+"""TensorBoard event files of the trainer's scalars (model/training/scalar_events.py), read back
+with TensorBoard's own reader."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from model.scalar_events import ScalarEvents
+from model.training.scalar_events import ScalarEvents
 
 event_accumulator = pytest.importorskip(
     "tensorboard.backend.event_processing.event_accumulator",

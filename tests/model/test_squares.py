@@ -1,5 +1,5 @@
-"""The square-token transformer (model/squares.py): the board relations its attention reads,
-a policy over the legal moves only that does not depend on the padding, one pass giving
+"""The square-token transformer (model/networks/squares.py): the board relations its attention
+reads, a policy over the legal moves only that does not depend on the padding, one pass giving
 every move its value, and training, checkpoints and prediction through the trainer."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from core import bins
 from core.actions import legal_actions, moves_to_indices
 from core.tokenizer import tokenize_batch
 from model import config as config_lib
-from model import graph, network, squares
 from model.config import ConfigError
+from model.networks import board_graph, network, squares
 from model.predictor import Predictor
-from model.train import train
+from model.training.train import train
 
 BOARDS = [
     chess.Board(),
@@ -65,8 +65,8 @@ def _apply(config: config_lib.Config):
 
 def alone(config, params, board: chess.Board, width: int):
     """The network on this board by itself, padded to `width` edges."""
-    graphs = graph.encode_boards([board])
-    padded = graph.pad_edges(graphs, np.array([0]), width=width)
+    graphs = board_graph.encode_boards([board])
+    padded = board_graph.pad_edges(graphs, np.array([0]), width=width)
     out = _apply(config)(
         params,
         tokenize_batch([board.fen()]),
@@ -79,11 +79,13 @@ def alone(config, params, board: chess.Board, width: int):
 
 def test_relations_name_the_moves_and_attacks_between_squares():
     board = chess.Board("4k3/8/8/8/8/2n5/8/R3K3 w - - 0 1")
-    graphs = graph.encode_boards([board])
-    padded = graph.pad_edges(graphs, np.array([0]), width=128)
+    graphs = board_graph.encode_boards([board])
+    padded = board_graph.pad_edges(graphs, np.array([0]), width=128)
     table = np.asarray(squares.relations(padded["senders"], padded["receivers"], padded["kinds"]))
     assert table.shape == (1, 64, 64)
-    move, mine, theirs = (1 + t for t in (graph.MOVE, graph.ATTACK_MINE, graph.ATTACK_THEIRS))
+    move, mine, theirs = (
+        1 + t for t in (board_graph.MOVE, board_graph.ATTACK_MINE, board_graph.ATTACK_THEIRS)
+    )
     # [query = the square reached, key = the piece's square]; White to move: no mirror.
     assert table[0, chess.A5, chess.A1] == move  # the rook can go there
     assert table[0, chess.E1, chess.A1] == mine  # it defends its king, not a move
@@ -105,7 +107,9 @@ def test_the_policy_covers_the_legal_moves_only_whatever_the_padding():
         for width in (256, 384):
             own, _, kinds = alone(config, params, board, width)
             np.testing.assert_allclose(row[legal], own[: len(legal)], rtol=1e-5, atol=1e-6)
-            moves = (kinds >= 0) & (graph.unpack_kind(np.maximum(kinds, 0))[2] == graph.MOVE)
+            moves = (kinds >= 0) & (
+                board_graph.unpack_kind(np.maximum(kinds, 0))[2] == board_graph.MOVE
+            )
             assert moves.sum() == len(legal) and np.isneginf(own[~moves]).all()
         assert np.isneginf(np.delete(row, legal)).all()
         np.testing.assert_allclose(np.exp(row[legal]).sum(), 1.0, rtol=1e-5)

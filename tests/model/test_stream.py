@@ -18,11 +18,11 @@ from core import bins, schema
 from core.actions import move_to_index
 from core.schema import SchemaError, board_files, boards_table
 from core.tokenizer import tokenize_batch
-from model import stream, stream_plan
-from model.data import DataError, load_boards
-from model.loader_settings import LoaderSettings
-from model.stream import StreamBatches
-from model.stream_plan import (
+from model.data import stream, stream_plan
+from model.data.loader import DataError, load_boards
+from model.data.loader_settings import LoaderSettings
+from model.data.stream import StreamBatches
+from model.data.stream_plan import (
     estimate_in_memory_bytes,
     host_files,
     should_stream,
@@ -258,9 +258,9 @@ def test_window_items_follow_the_budget(files):
 MEMORY_SCRIPT = """
 import gc, json, sys
 from core.schema import board_files
-from model.loader_settings import LoaderSettings
-from model.stream import StreamBatches
-from model.stream_plan import estimate_in_memory_bytes
+from model.data.loader_settings import LoaderSettings
+from model.data.stream import StreamBatches
+from model.data.stream_plan import estimate_in_memory_bytes
 
 
 def status(field):  # kB; VmHWM is this process's peak: unlike ru_maxrss, not the parent's

@@ -21,11 +21,11 @@ from scipy.stats import spearmanr
 
 from eval.plot import main as plot_main
 from model import config as config_lib
-from model import scalar_events
 from model.checkpoint import CheckpointNotFoundError, load_params
-from model.data import load_boards, make_view
+from model.data.loader import load_boards, make_view
 from model.predictor import Predictor
-from model.train import train
+from model.training import scalar_events
+from model.training.train import train
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY_MODEL = {"num_layers": 1, "embedding_dim": 32, "num_heads": 2}
@@ -143,7 +143,7 @@ def train_command(data: pathlib.Path, out: pathlib.Path, steps: int) -> list[str
     sets = [f"model.{k}={v}" for k, v in TINY_MODEL.items()]
     sets += ["checkpoint_every=10", "log_every=4", "learning_rate=1e-3", "keep_checkpoints=3"]
     sets += ["eval_every=10", "eval_boards=10", "eval_batches=2"]
-    command = [sys.executable, "-m", "model.train", "--config", "model/configs/small.toml"]
+    command = [sys.executable, "-m", "model.training.train", "--config", "model/configs/small.toml"]
     command += ["--data", str(data / "train"), "--test-data", str(data / "test")]
     command += ["--out", str(out)]
     command += ["--steps", str(steps), "--batch-size", "32"]
@@ -240,9 +240,9 @@ def test_two_cpu_devices_on_one_core_do_not_deadlock(synthetic_data, tmp_path):
 
     XLA's CPU runtime deadlocked here in an all-reduce (the rendezvous aborts the process
     after 40 s) while the loop dispatched steps ahead of their completion; it now waits for
-    each step on CPU with several devices (model.train_step.Placement.wait_each_step)."""
+    each step on CPU with several devices (model.training.step.Placement.wait_each_step)."""
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    command = [*ON_ONE_CORE, "-m", "model.train", "--config", "model/configs/demo.toml"]
+    command = [*ON_ONE_CORE, "-m", "model.training.train", "--config", "model/configs/demo.toml"]
     command += ["--data", str(synthetic_data / "train"), "--test-data", "", "--out", str(tmp_path)]
     # One log line at the end: the loop then has nothing else to wait for between steps.
     command += ["--steps", "300", "--set", "checkpoint_every=300", "--set", "log_every=300"]

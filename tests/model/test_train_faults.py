@@ -16,8 +16,9 @@ import time
 
 import pytest
 
-from model import checkpoint, train
-from model.data import load_boards, make_view
+from model import checkpoint
+from model.data.loader import load_boards, make_view
+from model.training import train
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY = ["model.num_layers=1", "model.embedding_dim=32", "model.num_heads=2", "log_every=2"]
@@ -54,7 +55,7 @@ def test_a_second_training_on_a_run_dir_in_use_is_refused_naming_the_holder(
     synthetic_data, tmp_path
 ):
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "model.train"]
+    command = [sys.executable, "-m", "model.training.train"]
     first_argv = argv(synthetic_data, out, "learning_rate=1e-3", "checkpoint_every=10")
     first_argv[first_argv.index("--steps") + 1] = "100000"  # still running when stopped
     first = subprocess.Popen([*command, *first_argv], cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -215,7 +216,7 @@ def _two_processes(words: list[str], port: int, **env: str) -> list[subprocess.P
     shared["JAX_COORDINATOR_ADDRESS"] = f"127.0.0.1:{port}"
     return [
         subprocess.Popen(
-            [sys.executable, "-m", "model.train", *words],
+            [sys.executable, "-m", "model.training.train", *words],
             cwd=ROOT,
             env={**shared, "JAX_PROCESS_ID": str(p)},
             stdout=subprocess.PIPE,

@@ -1,4 +1,4 @@
-"""Training from the streaming loader (model/stream.py): chosen by `data.streaming` or when
+"""Training from the streaming loader (model/data/stream.py): chosen by `data.streaming` or when
 the split would not fit in `data.memory_budget_gb`, resumed exactly, refused where it cannot
 serve the config."""
 
@@ -17,7 +17,7 @@ from core.schema import board_files, shard_name
 from model import config as config_lib
 from model.checkpoint import load_params
 from model.config import ConfigError
-from model.train import train
+from model.training.train import train
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY_MODEL = {"num_layers": 1, "embedding_dim": 32, "num_heads": 2}
@@ -90,7 +90,7 @@ def test_resuming_with_another_budget_warns_that_the_order_changes(synthetic_dat
 
 
 def test_data_over_the_budget_are_streamed_from_the_cli(many_copies, tmp_path):
-    command = [sys.executable, "-m", "model.train", "--config", "model/configs/small.toml"]
+    command = [sys.executable, "-m", "model.training.train", "--config", "model/configs/small.toml"]
     command += ["--data", str(many_copies), "--test-data", "", "--out", str(tmp_path)]
     command += ["--steps", "4", "--batch-size", "32", "--set", "data.memory_budget_gb=0.01"]
     for key, value in TINY_MODEL.items():

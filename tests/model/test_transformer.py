@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from model import config as config_lib
-from model.transformer import build, cast, count_params, init_params, param_shapes
+from model.networks.transformer import build, cast, count_params, init_params, param_shapes
 
 
 def make(size="small", target="av", **model):

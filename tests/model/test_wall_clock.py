@@ -1,9 +1,9 @@
-"""model/wall_clock.py: when a clocked training saves and stops (the training under it is
+"""model/training/wall_clock.py: when a clocked training saves and stops (the training under it is
 tests/jobs/test_gpu_window.py's dry run)."""
 
 import time
 
-from model.wall_clock import WallClock
+from model.training.wall_clock import WallClock
 
 
 def test_a_clock_past_its_time_stops_and_one_before_does_not():

@@ -28,11 +28,12 @@ from apache_beam.testing.util import assert_that, equal_to
 from core.actions import legal_actions
 from core.engine_settings import EngineLimit
 from core.schema import FAILURE_SCHEMA, check_schema, meta_dir, read_boards, stats_path
-from pipeline import pgn, portable
+from pipeline import pgn
 from pipeline.annotate import annotate
 from pipeline.annotate import boards as annotate_boards
-from pipeline.annotate import config as annotate_config
+from pipeline.annotate import settings as annotate_settings
 from pipeline.annotate.arguments import parse_args
+from pipeline.beam import portable
 
 
 def _positions(text: str) -> collections.Counter:
@@ -231,7 +232,7 @@ def test_boards_with_no_legal_move_are_dropped_and_counted(tmp_path, stockfish):
     mated, stalemated = "R5k1/5ppp/8/8/8/8/5PPP/6K1 b - - 1 1", "7k/5Q2/6K1/8/8/8/8/8 b - - 0 1"
     start = chess.STARTING_FEN
     dofn = annotate_boards.AnnotateBoards(
-        annotate_config.EngineConfig(stockfish), EngineLimit.parse("nodes=10"), 30.0, 1
+        annotate_settings.EngineConfig(stockfish), EngineLimit.parse("nodes=10"), 30.0, 1
     )
     with test_pipeline.TestPipeline(argv=["--runner=DirectRunner"]) as p:
         group = p | beam.Create([(0, [(mated, 1), (stalemated, 2), (start, 5)], None)])

@@ -23,7 +23,7 @@ import zstandard
 
 from core.schema import lock_path, meta_dir, stats_path
 from pipeline.annotate import annotate
-from pipeline.split_lock import SplitBusy, split_lock
+from pipeline.beam.split_lock import SplitBusy, split_lock
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # What Beam logs of itself when it is imported (e.g. "WARNING:root:apitools not found"):
@@ -107,7 +107,7 @@ def test_a_second_run_into_a_split_being_written_is_refused(tmp_path, scholar, s
         [sys.executable, "-c", textwrap.dedent(
             """
             import sys, time
-            from pipeline.split_lock import split_lock
+            from pipeline.beam.split_lock import split_lock
             with split_lock(sys.argv[1], "annotate"):
                 print("locked", flush=True)
                 time.sleep(600)

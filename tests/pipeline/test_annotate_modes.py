@@ -15,8 +15,8 @@ from core.positions import position_key
 from core.schema import read_boards
 from pipeline.annotate import annotate
 from pipeline.annotate.arguments import parse_args
-from pipeline.annotate.config import AnnotateConfig
-from pipeline.annotate.output import annotate_identity
+from pipeline.annotate.settings import AnnotateConfig
+from pipeline.annotate.split_output import annotate_identity
 
 GAMES = (
     '[Event "T"]\n[Site "https://lichess.org/modes001"]\n[Result "1-0"]\n\n'

@@ -1,5 +1,5 @@
-"""Beam's chatter and litter (pipeline/beam_env.py): real annotate and import runs as commands,
-with the temporary directory pointed at a fresh folder, their stderr read line by line."""
+"""Beam's chatter and litter (pipeline/beam/environment.py): real annotate and import runs as
+commands, with the temporary directory pointed at a fresh folder, their stderr read line by line."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_import_chessbench_leaves_no_temp_folders(tmp_path):
     with BagWriter(str(bag)) as writer:
         writer.write(encode_av("4k3/8/8/8/8/8/4P3/4K3 w - - 0 1", "e2e4", 0.75))
     done = run(
-        ["pipeline.import_chessbench", "--input", str(bag), "--kind", "av", "--output",
+        ["pipeline.chessbench.import_chessbench", "--input", str(bag), "--kind", "av", "--output",
          str(tmp_path / "out"), "--runner=DirectRunner"],
         tmp_path / "tmp",
     )  # fmt: skip

@@ -22,8 +22,8 @@ import pytest
 from core.actions import ACTIONS, legal_actions
 from core.schema import meta_dir, read_boards, stats_path
 from model import config as config_lib
-from model.data import load_boards
-from model.train import train
+from model.data.loader import load_boards
+from model.training.train import train
 from pipeline.chessbench.bag import BagReader, BagWriter
 from pipeline.chessbench.export_chessbench import ExportConfig, export
 from pipeline.chessbench.import_chessbench import ChessBenchConfig, run_config
@@ -265,7 +265,8 @@ def test_ctrl_c_stops_the_import_in_one_line_with_130(clean_av, tmp_path):
     pattern = str(directory / "action_value@2_data.bag")
     out = tmp_path / "out"
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.import_chessbench", "--input", pattern, "--kind", "av",
+        [sys.executable, "-m", "pipeline.chessbench.import_chessbench", "--input", pattern,
+        "--kind", "av",
          "--output", str(out), *BEAM],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # the Ctrl-C goes to the whole group, as a terminal's

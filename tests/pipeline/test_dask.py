@@ -27,7 +27,7 @@ from pipeline.chessbench.import_chessbench import ChessBenchConfig, run_config
 from pipeline.chessbench.records import encode_av
 
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")
-from pipeline.dask_cluster import local_cluster  # noqa: E402 - needs distributed
+from pipeline.beam.dask_cluster import local_cluster  # noqa: E402 - needs distributed
 from tests.sessions import own_session, wait_for_a_journal_part  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

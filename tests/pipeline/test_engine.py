@@ -15,14 +15,14 @@ import pytest
 
 from core.actions import legal_actions
 from core.engine_settings import EngineLimit, EngineOptions
-from pipeline.action_values import (
+from pipeline.labels.action_values import (
     AnnotationFailed,
     BoardAnnotator,
     NoLegalMoves,
     best_index,
     board_moves,
 )
-from pipeline.engine import (
+from pipeline.labels.uci_client import (
     EngineDied,
     EngineProtocolError,
     EngineTimeout,

@@ -3,7 +3,7 @@ retries, and nothing the labels' client would silently ignore."""
 
 import pytest
 
-from pipeline.annotate.config import EngineConfig
+from pipeline.annotate.settings import EngineConfig
 
 
 def test_the_stats_record_holds_what_the_client_uses():

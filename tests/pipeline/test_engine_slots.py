@@ -1,5 +1,5 @@
-"""One engine per worker slot (pipeline/engine_slots.py), and the engine the workers report in
-stats.json when the launcher could not look (pipeline/stats.py): the annotation DoFn driven
+"""One engine per worker slot (pipeline/labels/engine_slots.py), and the engine the workers report
+in stats.json when the launcher could not look (pipeline/beam/stats.py): the annotation DoFn driven
 with real Stockfish the way Beam's DaskRunner drives it, one whole DoFn life per partition."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ import chess
 
 from core.engine_path import find_engine
 from core.engine_settings import EngineLimit
-from pipeline import engine_slots, stats
-from pipeline.annotate import config as annotate_config
+from pipeline.annotate import settings as annotate_settings
 from pipeline.annotate.boards import AnnotateBoards
-from pipeline.engine import UciEngine
+from pipeline.beam import stats
+from pipeline.labels import engine_slots
+from pipeline.labels.uci_client import UciEngine
 
 FENS = [chess.STARTING_FEN, "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1", "4k3/8/8/8/8/8/4P3/4K3 b - - 0 1"]
 
@@ -20,7 +21,7 @@ def run_partition(stockfish: str, fens: list[str]) -> dict:
     """What the DaskRunner does for each partition (apply_dofn_to_bundle): a DoFn
     deserialised anew, setup, the elements, finish_bundle, teardown. Returns the stats."""
     dofn = AnnotateBoards(
-        annotate_config.EngineConfig(stockfish), EngineLimit.parse("nodes=10"), 60, 1
+        annotate_settings.EngineConfig(stockfish), EngineLimit.parse("nodes=10"), 60, 1
     )
     dofn.setup()
     merged = stats.empty()

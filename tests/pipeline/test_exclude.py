@@ -10,8 +10,8 @@ import zstandard
 
 from core.eval_sets import read_puzzles
 from core.positions import position_key
-from core.text_files import NotTextError
 from pipeline.exclude import load_exclusions
+from runtime.text_files import NotTextError
 
 SAMPLE_PUZZLES = pathlib.Path(__file__).resolve().parents[2] / "data" / "sample" / "puzzles.csv"
 STS = '1kr5/3n4/q3p2p/p2n2p1/PppB1P2/5BP1/1P2Q2P/3R2K1 w - - bm f5; id "STS.001";'

@@ -12,11 +12,11 @@ import pytest
 import zstandard
 
 from core.schema import SOURCE_LICHESS_EVALS, meta_dir, stats_path
-from core.text_files import InputError
-from pipeline.lichess_evals.config import LichessEvalsConfig
 from pipeline.lichess_evals.import_lichess_evals import import_lichess_evals, main
 from pipeline.lichess_evals.input import split_lines
 from pipeline.lichess_evals.lines import ENGINE, REASONS
+from pipeline.lichess_evals.settings import LichessEvalsConfig
+from runtime.text_files import InputError
 from tests.pipeline.lichess_evals_files import (
     AFTER_E4,
     BAD_LINES,
@@ -179,8 +179,8 @@ def test_progress_goes_to_stderr(tmp_path, capsys):
 @pytest.mark.parametrize("target", ["av", "sv", "bc"])
 def test_the_trainer_runs_on_imported_evaluations(tmp_path, target):
     from model import config as config_lib
-    from model.data import load_boards, make_view
-    from model.train import train
+    from model.data.loader import load_boards, make_view
+    from model.training.train import train
 
     source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(60, seed=4))
     import_lichess_evals(

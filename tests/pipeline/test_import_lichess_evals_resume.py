@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from core.schema import import_path, meta_dir, stats_path
-from pipeline.lichess_evals import config as evals_config
 from pipeline.lichess_evals import convert
-from pipeline.lichess_evals.config import LichessEvalsConfig
+from pipeline.lichess_evals import settings as evals_settings
 from pipeline.lichess_evals.import_lichess_evals import import_lichess_evals, main
 from pipeline.lichess_evals.lines import convert_line
-from pipeline.lichess_evals.output import ImportMismatch
 from pipeline.lichess_evals.parts import Part
+from pipeline.lichess_evals.settings import LichessEvalsConfig
+from pipeline.lichess_evals.split_output import ImportMismatch
 from tests.pipeline.lichess_evals_files import (
     BAD_LINES,
     ROOT,
@@ -159,7 +159,7 @@ def test_resume_after_the_process_is_killed(tmp_path):
     out = tmp_path / "out"
     args = ["--input", str(source), "--output", str(out), "--rows-per-shard", "50"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.import_lichess_evals", *args],
+        [sys.executable, "-m", "pipeline.lichess_evals.import_lichess_evals", *args],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -184,8 +184,8 @@ def test_ctrl_c_keeps_the_completed_parts_in_one_line_with_130(tmp_path):
     out = tmp_path / "out"
     args = ["--input", str(source), "--output", str(out), "--rows-per-shard", "50"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.import_lichess_evals", *args, "--workers", "2"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "pipeline.lichess_evals.import_lichess_evals", *args, "--workers",
+        "2"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # the Ctrl-C goes to the whole group, as a terminal's
     )  # fmt: skip
     import_dir = Path(import_path(str(out / "train")))
@@ -288,7 +288,14 @@ def test_workers_write_byte_identical_output(tmp_path, monkeypatch):
     # The command line: spawned workers find the conversion in a `python -m` main module too.
     args = ["--input", str(source), "--output", str(tmp_path / "cli"), "--rows-per-shard", "17"]
     subprocess.run(
-        [sys.executable, "-m", "pipeline.import_lichess_evals", *args, "--workers", "2"],
+        [
+            sys.executable,
+            "-m",
+            "pipeline.lichess_evals.import_lichess_evals",
+            *args,
+            "--workers",
+            "2",
+        ],
         cwd=ROOT,
         check=True,
         capture_output=True,
@@ -328,8 +335,8 @@ def test_resume_across_worker_counts(tmp_path, monkeypatch, first, then):
 
 
 def test_workers_0_means_one_per_usable_core(tmp_path, monkeypatch, capsys):
-    assert 1 <= evals_config.usable_cores() <= (os.cpu_count() or 1)
-    monkeypatch.setattr(evals_config, "usable_cores", lambda: 3)
+    assert 1 <= evals_settings.usable_cores() <= (os.cpu_count() or 1)
+    monkeypatch.setattr(evals_settings, "usable_cores", lambda: 3)
     source = write_input(tmp_path / "evals.jsonl.zst", realistic_lines(5))
     assert main(["--input", str(source), "--output", str(tmp_path / "out"), "--workers", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["workers"] == 3
@@ -378,7 +385,14 @@ def test_workers_end_when_the_import_is_killed(tmp_path):
     out = tmp_path / "out"
     args = ["--input", str(source), "--output", str(out), "--rows-per-shard", "50"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.import_lichess_evals", *args, "--workers", "2"],
+        [
+            sys.executable,
+            "-m",
+            "pipeline.lichess_evals.import_lichess_evals",
+            *args,
+            "--workers",
+            "2",
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

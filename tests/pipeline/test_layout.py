@@ -14,7 +14,7 @@ import pytest
 
 from core.actions import legal_actions
 from core.schema import meta_dir, read_boards, stats_path
-from model.data import load_boards
+from model.data.loader import load_boards
 from pipeline.card import MARKER, write_card
 from pipeline.chessbench.bag import BagWriter
 from pipeline.chessbench.import_chessbench import ChessBenchConfig, run_config

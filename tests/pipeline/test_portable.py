@@ -9,9 +9,9 @@ import pytest
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline import stats
-from pipeline.portable import DASK_RUNNER, GroupInto, for_workers, runner_args
-from pipeline.shards import DuplicateRows, check_unique
+from pipeline.beam import stats
+from pipeline.beam.portable import DASK_RUNNER, GroupInto, for_workers, runner_args
+from pipeline.beam.shards import DuplicateRows, check_unique
 
 
 def test_runner_names_are_resolved():

@@ -20,11 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.schema import JOURNAL_RUN_FILE, journal_path, meta_dir, stats_path
-from pipeline.annotate import annotate
-from pipeline.annotate import output as annotate_output
+from pipeline.annotate import annotate, split_output
 from pipeline.annotate.arguments import parse_args
 from pipeline.annotate.journal import JOURNAL_SECONDS, JournalWriter
-from pipeline.split_lock import SplitBusy, split_lock
+from pipeline.beam.split_lock import SplitBusy, split_lock
 from tests.sessions import group_ends, own_session, wait_for_a_journal_part
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -186,8 +185,8 @@ def test_unreadable_parts_and_rows_of_other_boards_are_skipped(
     out = tmp_path / "out"
     argv = _argv(games, out, stockfish)
     config, _ = parse_args(argv)
-    identity = annotate_output.annotate_identity(config, [str(games)], annotate.uci_name(stockfish))
-    annotate_output.prepare_output(config, identity)
+    identity = split_output.annotate_identity(config, [str(games)], annotate.uci_name(stockfish))
+    split_output.prepare_output(config, identity)
     rows = [row for shard in sorted(reference_split.glob("boards-*.parquet"))
             for row in pq.read_table(shard).to_pylist()]  # fmt: skip
     kept = rows[::2]
@@ -222,16 +221,16 @@ def test_a_journal_of_other_settings_is_an_error_naming_them_until_overwrite(
     out = tmp_path / "out"
     argv = [str(tmp_path / "in.pgn"), "--out", str(out), "--engine", stockfish]
     config, _ = parse_args([*argv, "--limit", "nodes=30", "--seed", "1"])
-    identity = annotate_output.annotate_identity(
+    identity = split_output.annotate_identity(
         config, [str(tmp_path / "in.pgn")], annotate.uci_name(stockfish)
     )
-    annotate_output.prepare_output(config, identity)
+    split_output.prepare_output(config, identity)
     journal = pathlib.Path(journal_path(str(out / "train")))
     assert json.loads((journal / JOURNAL_RUN_FILE).read_text())["run"]["limit"] == "nodes=30"
 
     changed = [*argv, "--limit", "nodes=20", "--seed", "1"]
     with pytest.raises(
-        annotate_output.JournalMismatch, match=r"--limit \(\"nodes=30\".*\"nodes=20\""
+        split_output.JournalMismatch, match=r"--limit \(\"nodes=30\".*\"nodes=20\""
     ) as e:
         annotate.run(changed)
     assert "seed" not in str(e.value) and "engine" not in str(e.value)
@@ -257,11 +256,11 @@ def test_a_journal_of_another_engine_is_not_resumed(tmp_path, pgn_samples, stock
     argv = [str(tmp_path / "in.pgn"), "--out", str(tmp_path / "out"), "--engine", stockfish]
     config, _ = parse_args(argv)
     inputs = [str(tmp_path / "in.pgn")]
-    annotate_output.prepare_output(
-        config, annotate_output.annotate_identity(config, inputs, "Stockfish 11")
+    split_output.prepare_output(
+        config, split_output.annotate_identity(config, inputs, "Stockfish 11")
     )
     with pytest.raises(
-        annotate_output.JournalMismatch, match=r"--engine \(its name\) \(\"Stockfish 11\""
+        split_output.JournalMismatch, match=r"--engine \(its name\) \(\"Stockfish 11\""
     ):
         annotate.run(argv)
     # The identity names the engine the run would use: this machine's.

@@ -13,8 +13,8 @@ import pytest
 from core.actions import legal_actions
 from core.engine_settings import EngineLimit
 from core.schema import read_boards, write_boards
-from pipeline.action_values import BoardAnnotator, limit_label, search_row
-from pipeline.engine import (
+from pipeline.labels.action_values import BoardAnnotator, limit_label, search_row
+from pipeline.labels.uci_client import (
     EngineProtocolError,
     PvLine,
     RootSearch,

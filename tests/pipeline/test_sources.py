@@ -15,8 +15,9 @@ import tracemalloc
 import pytest
 import zstandard
 
-from pipeline import pgn, stats
+from pipeline import pgn
 from pipeline.annotate.games import GAMES_TAG, ReadGames
+from pipeline.beam import stats
 from pipeline.sources import (
     MAX_LINE_BYTES,
     InputError,

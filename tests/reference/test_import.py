@@ -15,7 +15,7 @@ import pytest
 
 from bench import oracle
 from core.actions import NUM_ACTIONS, legal_actions, moves_to_indices
-from eval.engines import NeuralAgent
+from eval.agents.players import NeuralAgent
 from model.import_reference import main as import_main
 from model.predictor import Predictor
 

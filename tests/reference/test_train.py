@@ -11,10 +11,10 @@ import pytest
 from core import bins
 from core.actions import legal_actions, move_to_index
 from core.tokenizer import tokenize_batch
-from model.batch import Batch
 from model.config import Config, ModelConfig, TrainConfig
+from model.data.batch import Batch
 from model.import_reference import to_project
-from model.train_step import (
+from model.training.step import (
     Placement,
     TrainState,
     compile_train_step,

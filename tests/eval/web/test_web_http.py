@@ -21,8 +21,8 @@ import pytest
 
 from eval.web.api import WebSettings
 from eval.web.hosts import HostCheck
+from eval.web.http_server import WebServer
 from eval.web.models import ModelStore
-from eval.web.server import WebServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 READ_TIMEOUT_S = 1.0

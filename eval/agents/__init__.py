@@ -1,0 +1,1 @@
+"""Agents that choose moves: neural policies with or without search, Stockfish, the floors."""

@@ -1,0 +1,1 @@
+"""Elo ratings: the BayesElo fit, ratings against fixed opponents, and the ladder."""

@@ -1,0 +1,1 @@
+"""The training data: Parquet boards to batches, in memory or streamed."""

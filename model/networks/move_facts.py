@@ -1,0 +1,155 @@
+"""What a move does, read off the board with no move searched: the static exchange on its
+target square, the facts a network is told beside the move (model/networks/board_graph.py packs
+them into each move edge's kind).
+
+The static exchange (SEE) is the material balance of the captures on the move's target
+square if both sides keep capturing there with their least valuable piece, each side free to
+stop when going on would lose: the classic swap algorithm. It looks only at the pieces that
+attack that one square (x-rays through the capturing pieces included), never at another
+move of the opponent, so it is a fact of the board as the check bit is, not a search. Pins
+are not considered. The sign says whether a capture wins material, and whether a move puts
+its piece where it is lost (a piece moved en prise gives a negative exchange).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import chess
+
+from core.material import PIECE_VALUES as MATERIAL
+
+# The standard values in pawns, with the king worth more than everything else: a capture by
+# the king into a defended square loses.
+PIECE_VALUES = {**MATERIAL, chess.KING: 100}
+# The exchange's sign as a class: 0 even (or a castling), 1 the mover loses material, 2 it wins.
+EXCHANGE_EVEN, EXCHANGE_LOSES, EXCHANGE_WINS = range(3)
+EXCHANGE_CLASSES = 3
+
+
+def static_exchange(board: chess.Board, move: chess.Move) -> int:
+    """The material the side to move wins (> 0) or loses (< 0) on `move`'s target square
+    by the swap algorithm, in pawn units; `move` is legal on `board`."""
+    if board.is_castling(move):
+        return 0
+    target, origin = move.to_square, move.from_square
+    occupied = board.occupied & ~chess.BB_SQUARES[origin]
+    if board.is_en_passant(move):
+        captured = chess.PAWN
+        occupied &= ~chess.BB_SQUARES[target + (-8 if board.turn == chess.WHITE else 8)]
+    else:
+        captured = board.piece_type_at(target)
+    gains = [PIECE_VALUES[captured] if captured else 0]
+    mover = move.promotion or board.piece_type_at(origin)
+    if move.promotion:
+        gains[0] += PIECE_VALUES[move.promotion] - PIECE_VALUES[chess.PAWN]
+    at_stake = PIECE_VALUES[mover]  # what the next capture on the square takes
+    side = not board.turn
+    while True:
+        attackers = board.attackers_mask(side, target, occupied) & occupied
+        if not attackers:
+            break
+        piece, square = _least_valuable(board, attackers, side)
+        # No pruning: the swap's usual cut-off keeps the sign but not always the amount.
+        gains.append(at_stake - gains[-1])
+        occupied &= ~chess.BB_SQUARES[square]
+        at_stake = PIECE_VALUES[piece]
+        side = not side
+    for depth in range(len(gains) - 1, 0, -1):
+        gains[depth - 1] = -max(-gains[depth - 1], gains[depth])
+    return gains[0]
+
+
+def _least_valuable(
+    board: chess.Board, attackers: int, side: chess.Color
+) -> tuple[chess.PieceType, chess.Square]:
+    for piece in chess.PIECE_TYPES:  # pawn first, king last
+        mask = attackers & board.pieces_mask(piece, side)
+        if mask:
+            return piece, chess.lsb(mask)
+    raise AssertionError("attackers without a piece")
+
+
+def exchange_class(board: chess.Board, move: chess.Move) -> int:
+    """EXCHANGE_EVEN, EXCHANGE_LOSES or EXCHANGE_WINS: the sign of `static_exchange`."""
+    value = static_exchange(board, move)
+    return EXCHANGE_WINS if value > 0 else EXCHANGE_LOSES if value < 0 else EXCHANGE_EVEN
+
+
+def exchange_classes(
+    board: chess.Board, moves: Sequence[chess.Move], attacked: int | None = None
+) -> list[int]:
+    """`exchange_class` of each of `moves` (legal on `board`), the same answers found with
+    less work: `attacked`, the squares the opponent attacks (the union of its pieces'
+    attacks, which a caller building attack edges has at hand), settles most moves without a
+    swap, and the swaps left share the board's piece masks.
+
+    A move whose target and origin no piece of the opponent attacks ends its swap at once:
+    were the target reachable through the square the mover leaves, the slider behind would
+    attack that square. Castling and en passant, which are rare, take `exchange_class`."""
+    turn = board.turn
+    side = not turn
+    if attacked is None:
+        attacked = 0
+        for square in chess.scan_forward(board.occupied_co[side]):
+            attacked |= board.attacks_mask(square)
+    mine, theirs = board.occupied_co[turn], board.occupied_co[side]
+    ep_square, king = board.ep_square, board.king(turn)
+    lineup = None  # per colour: (value, pieces) from the pawns to the king, made when needed
+    classes = []
+    for move in moves:
+        origin, target, promotion = move.from_square, move.to_square, move.promotion
+        if mine >> target & 1 or target == ep_square:  # Chess960 castling, en passant
+            classes.append(exchange_class(board, move))
+        elif not (attacked >> target & 1 or attacked >> origin & 1):
+            captures = promotion or theirs >> target & 1
+            classes.append(EXCHANGE_WINS if captures else EXCHANGE_EVEN)
+        elif origin == king and target - origin in (2, -2):  # castling
+            classes.append(exchange_class(board, move))
+        else:
+            if lineup is None:
+                lineup = [
+                    [(PIECE_VALUES[p], board.pieces_mask(p, colour)) for p in chess.PIECE_TYPES]
+                    for colour in (chess.BLACK, chess.WHITE)
+                ]
+            gain = PIECE_VALUES[board.piece_type_at(target)] if theirs >> target & 1 else 0
+            if promotion:
+                gain += PIECE_VALUES[promotion] - PIECE_VALUES[chess.PAWN]
+            at_stake = PIECE_VALUES[promotion or board.piece_type_at(origin)]
+            occupied = board.occupied & ~chess.BB_SQUARES[origin]
+            classes.append(_swap(board, lineup, occupied, target, side, gain, at_stake))
+    return classes
+
+
+def _swap(
+    board: chess.Board,
+    lineup: list[list[tuple[int, int]]],
+    occupied: int,
+    target: chess.Square,
+    side: chess.Color,
+    gain: int,
+    at_stake: int,
+) -> int:
+    """The class of `static_exchange`'s swap after the move (which won `gain` and puts
+    `at_stake` on the target): its sign, with the swap cut short where the sign is settled.
+
+    The swap's value after capture d is f[d] = min(g[d], -f[d + 1]) (g[d] its gain, f[d] =
+    g[d] at the last), so the sign of f[d] follows from g[d] and the sign of f[d + 1] alone.
+    Where the next capture would gain g[d] = at_stake - g[d - 1] < 0, f[d - 1] is > 0 whether
+    that capture is made or not (g[d - 1] > at_stake >= 1, and f[d] <= g[d] < 0): the swap
+    stops there with every sign above it unchanged. A quiet move onto a square a cheaper
+    piece attacks is lost after one capture, a piece taken by a cheaper one won at once."""
+    gains = [gain]
+    while at_stake >= gains[-1] and (
+        attackers := board.attackers_mask(side, target, occupied) & occupied
+    ):
+        for value, pieces in lineup[side]:  # pawn first, king last
+            if found := attackers & pieces:
+                gains.append(at_stake - gains[-1])
+                occupied &= ~(found & -found)  # its lowest square, as chess.lsb
+                at_stake = value
+                break
+        side = not side
+    for depth in range(len(gains) - 1, 0, -1):
+        gains[depth - 1] = -max(-gains[depth - 1], gains[depth])
+    return EXCHANGE_WINS if gains[0] > 0 else EXCHANGE_LOSES if gains[0] < 0 else EXCHANGE_EVEN

@@ -1,0 +1,1 @@
+"""The training loop and its collaborators: the step, the run directory, evaluation, logs."""

@@ -1,0 +1,1 @@
+"""The Beam plumbing: portable transforms, the environment, Dask, shards, stats, locks."""

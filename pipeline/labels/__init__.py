@@ -1,0 +1,1 @@
+"""Labelling boards with Stockfish: the UCI client, action values, the engine pool."""

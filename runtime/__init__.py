@@ -1,0 +1,2 @@
+"""Process utilities every job stands on: command lines, progress lines, interrupts,
+output folders, locks, worker processes."""
