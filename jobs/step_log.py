@@ -42,11 +42,19 @@ class StepLog:
         tmp.replace(self.path)  # never a half-written file for the other process to read
 
 
+# Where this checkout is: the same computation in another checkout (a clone, a worktree) names
+# the repository's own files (the bundled puzzles) by another absolute path, and must still be
+# recognised as finished rather than redone.
+REPO = str(pathlib.Path(__file__).resolve().parents[1])
+
+
 def fingerprint(*parts) -> str:
-    """A digest of JSON-able parts and of the contents of any file paths among them."""
+    """A digest of JSON-able parts and of the contents of any file paths among them; paths inside
+    this checkout count by their place in it, not by where the checkout is."""
     digest = hashlib.sha256()
     for part in parts:
-        digest.update(json.dumps(part, sort_keys=True, default=str).encode())
+        text = json.dumps(part, sort_keys=True, default=str).replace(REPO + os.sep, "<repo>/")
+        digest.update(text.encode())
         if isinstance(part, str) and os.path.isfile(part):
             digest.update(pathlib.Path(part).read_bytes())
     return digest.hexdigest()[:16]

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from core.schema import journal_path
-from jobs.step_log import StepLog, annotate_step
+from jobs import step_log
+from jobs.step_log import StepLog, annotate_step, fingerprint
 from tests.sessions import own_session, wait_for_a_journal_part
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -70,3 +71,23 @@ def test_ctrl_c_in_a_step_is_one_line_with_130_and_the_rerun_resumes(games, stoc
     boards, resumed = document["boards"], document["resumed"]
     assert boards["annotated"] + resumed["boards"] == boards["unique"]
     assert StepLog(out / "steps.json").done["annotate-train"] == "key"
+
+
+def test_a_step_fingerprints_the_same_in_another_checkout(monkeypatch, tmp_path):
+    """The bundled puzzles named by absolute path in an annotate step's argv: a worktree or clone
+    elsewhere is the same computation, so its finished steps are reused, not annotated again."""
+    puzzles = ROOT / "data" / "sample" / "puzzles.csv"
+    argv = ["--exclude", str(puzzles), "--limit", "nodes=200"]
+    here = fingerprint(str(puzzles), argv)
+    elsewhere = tmp_path / "clone"
+    (elsewhere / "data" / "sample").mkdir(parents=True)
+    (elsewhere / "data" / "sample" / "puzzles.csv").write_bytes(puzzles.read_bytes())
+    moved = [
+        str(elsewhere / "data" / "sample" / "puzzles.csv") if a == str(puzzles) else a for a in argv
+    ]
+    monkeypatch.setattr(step_log, "REPO", str(elsewhere))
+    assert fingerprint(moved[1], moved) == here
+    # What the step computes from still counts: other contents or other settings are new work.
+    (elsewhere / "data" / "sample" / "puzzles.csv").write_text("PuzzleId,FEN,Moves\n")
+    assert fingerprint(moved[1], moved) != here
+    assert fingerprint(moved[1], [*moved[:-1], "nodes=300"]) != here
