@@ -20,6 +20,7 @@ ENV STOCKFISH=/usr/games/stockfish
 WORKDIR /opt/searchless-chess
 COPY pyproject.toml constraints.txt README.md ./
 COPY core ./core
+COPY runtime ./runtime
 COPY pipeline ./pipeline
 # The SDK image brings Beam, pyarrow and numpy; the pipeline needs only two more libraries.
 # --no-deps keeps the training stack (jax, haiku, ...) out of the worker.
