@@ -4,9 +4,11 @@ measured against the paper's own code on the same device, in one JSON file.
     make device-check                                    # python -m bench.device_check
     python -m bench.device_check --dry-run --out /tmp/c  # every step on CPU at toy sizes
 
-Writes `<out>/<date>-<device>.json` (out: results/device), rewritten after every step, so
-that a run cut short keeps what it measured. Its keys:
+Writes `<out>/<device>.json` (out: results/device; a later run on the same kind of device
+replaces it, its history is in git and CHANGELOG.md), rewritten after every step, so that a
+run cut short keeps what it measured. Its keys:
 
+- `date`: the day (UTC) the run started;
 - `device` (name, platform, count, memory) and `jax` (versions);
 - `train`: per shape (9M and 136M; 270M when the budget leaves time), the train step at a
   batch that fits one device (`Plan.train_batches`) in the default dtype (bfloat16 on an
@@ -76,13 +78,13 @@ class Report:
 
     def __init__(self, directory: Path):
         self.directory = directory
-        self.data: dict = {"errors": {}, "budget": {"seconds": {}, "left_out": []}}
+        today = datetime.datetime.now(datetime.UTC).date().isoformat()
+        self.data: dict = {"date": today, "errors": {}, "budget": {"seconds": {}, "left_out": []}}
         self.path = directory / "device-check.json"  # until the device is known
 
     def name_after(self, device_kind: str) -> None:
         slug = re.sub(r"[^a-z0-9]+", "-", device_kind.lower()).strip("-") or "device"
-        today = datetime.datetime.now(datetime.UTC).date().isoformat()
-        self.path = self.directory / f"{today}-{slug}.json"
+        self.path = self.directory / f"{slug}.json"
 
     def write(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)

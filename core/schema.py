@@ -112,22 +112,37 @@ BOARD_FIELDS = [
 
 class BoardRow(TypedDict):
     """One row of BOARD_FIELDS as Python values (pyarrow's from_pylist and Beam's Parquet
-    sink take it as it is). Build it with `make_board_row`."""
+    sink take it as it is). Build it with `make_board_row`. Per-move lists are parallel to
+    `moves`; values are from the view of the side to move."""
 
     fen: str
+    """The board, as a full FEN (move counters included): the row's key."""
     count: int
+    """How often the board occurs in the source; the `weighted` sampler's weight."""
     moves: list[str]
+    """Moves valued (UCI), in action-space order; all legal moves unless `partial`."""
     win_probs: list[float]
-    cp: list[int | None] | None  # None: no engine scores at all (ChessBench)
+    """Each move's win probability for the side to move, in [0, 1]."""
+    cp: list[int | None] | None
+    """Each move's centipawn score (None where it is a mate); None: no engine scores at all."""
     mate: list[int | None] | None
+    """Each move's mate distance (None where it is centipawns); None as for `cp`."""
     best_move: str
+    """The highest-valued move (UCI); "" when the board has none."""
     state_win_prob: float | None
+    """The board's value: its best move's win probability; None when only a move is known."""
     state_cp: int | None
+    """The best move's centipawns (None: a mate, or unknown)."""
     state_mate: int | None
+    """The best move's mate distance (None: centipawns, or unknown)."""
     partial: bool
+    """True when `moves` are only some of the legal moves (e.g. Lichess evaluations)."""
     source: str
+    """Where the values come from: one of SOURCES."""
     engine: str
+    """The engine's name and version."""
     limit: str
+    """The search behind the values: `nodes=N`, `time=S`, `search:...` or `depth=D,knodes=K`."""
 
 
 def make_board_row(

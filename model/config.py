@@ -69,73 +69,115 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Network shape. `size` names the preset the other fields came from (`custom`: none, the
-    fields as written). For the gateau backbone num_layers counts GATEAU layers,
-    embedding_dim is the node and edge width, num_heads the attention heads and
-    widening_factor the node MLP's hidden multiple; for the square-token transformer
-    (squares) they are its blocks, its width, heads and SwiGLU multiple."""
+    """Network shape: a preset named by `size`, any field of which a config may override."""
 
-    backbone: str = "transformer"  # transformer | gateau | squares
+    backbone: str = "transformer"
+    """One of BACKBONES: `transformer` (the paper's, one (board, move) row a pass), `gateau`
+    (model/networks/gateau.py) or `squares` (model/networks/squares.py), both a board with all
+    its legal moves a pass."""
     size: str = "small"
+    """The MODEL_SIZES preset the shape fields came from (`custom`: none, the fields as
+    written)."""
     num_layers: int = 4
+    """Blocks (>= 1): transformer or squares blocks, or GATEAU layers."""
     embedding_dim: int = 64
+    """Width (>= 1, a multiple of num_heads): of the tokens, or of gateau's nodes and edges."""
     num_heads: int = 4
-    widening_factor: int = 4  # SwiGLU hidden size = widening_factor * embedding_dim
-    embedding_init_scale: float = 0.02  # token embeddings, before the sqrt(d) factor
-    positional_init_scale: float = 1.0  # the reference's hk.Embed default
-    # gateau, squares: a move edge also embeds whether the move gives check
-    # (model/networks/board_graph.py's check bit), a fact of the board a small network is slow to
-    # learn from squares and attacks.
+    """Attention heads (>= 1); each is embedding_dim / num_heads wide."""
+    widening_factor: int = 4
+    """The MLP's hidden size in multiples of embedding_dim (>= 1): SwiGLU for transformer and
+    squares, the node MLP for gateau."""
+    embedding_init_scale: float = 0.02
+    """transformer: the token embeddings' init stddev, before their sqrt(d) factor."""
+    positional_init_scale: float = 1.0
+    """transformer: the positional embeddings' init stddev (the reference's hk.Embed
+    default)."""
     move_checks: bool = False
-    # gateau, squares: a move edge also embeds the sign of its static exchange (wins, loses or
-    # keeps material on its target square; model/networks/move_facts.py), read off the board.
+    """gateau, squares: a move edge also embeds whether the move gives check
+    (model/networks/board_graph.py's check bit), a fact of the board a small network is slow
+    to learn from squares and attacks."""
     move_exchanges: bool = False
-    # squares: every attention head also adds a learned bias for what the board says of a
-    # pair of squares (the key's piece moves to or attacks the query's square).
+    """gateau, squares: a move edge also embeds the sign of its static exchange (wins, loses
+    or keeps material on its target square; model/networks/move_facts.py), read off the
+    board."""
     attack_bias: bool = False
+    """squares: every attention head also adds a learned bias for what the board says of a
+    pair of squares (the key's piece moves to or attacks the query's square)."""
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """What to learn and how."""
+    """What to learn and how. Steps count optimiser updates of one global batch."""
 
-    target: Target = "av"  # core.targets
-    num_bins: int = bins.DEFAULT_NUM_BINS  # value bins for av and sv
-    batch_size: int = 256  # global batch, split over all devices
+    target: Target = "av"
+    """What the network predicts (core.targets): `av` each move's value, `sv` the board's
+    value, `bc` the best move."""
+    num_bins: int = bins.DEFAULT_NUM_BINS
+    """Value bins (>= 2) over win probability [0, 1] for av and sv; unused by bc."""
+    batch_size: int = 256
+    """Global batch (>= 1), split over every device: (board, move) rows for the transformer's
+    AV, boards otherwise."""
     num_steps: int = 1000
+    """Training steps (>= 1); also the cosine schedule's length."""
     learning_rate: float = 4e-4
-    lr_schedule: str = "constant"  # constant | cosine (decays to final_lr_ratio * lr)
-    warmup_steps: int = 0  # linear warm-up from 0, before either schedule
+    """Adam's peak rate (> 0), reached after the warm-up."""
+    lr_schedule: str = "constant"
+    """`constant`, or `cosine`: decays from the peak to final_lr_ratio x it at num_steps."""
+    warmup_steps: int = 0
+    """Steps (>= 0) of linear warm-up from 0 to the peak, before either schedule."""
     final_lr_ratio: float = 0.0
+    """The cosine's last rate as a fraction of the peak, in [0, 1]; unused by `constant`."""
     grad_clip_norm: float = 1.0
+    """The global gradient norm (> 0) the update is clipped to before Adam."""
     ema_decay: float = 0.99
-    seed: int = 0  # parameter init and the data order
-    sampler: str = "uniform"  # uniform | weighted (by the board's `count`)
-    hl_gauss: bool = False  # soft HL-Gauss targets over the bins instead of one-hot
-    hl_gauss_sigma_ratio: float = 0.75  # sigma in units of the bin width
-    av_partial: bool = False  # AV: also train on partial boards (only some moves valued)
-    dtype: str = "auto"  # auto | float32 | bfloat16 compute (parameters stay float32)
+    """The parameters' exponential moving average, in [0, 1): each step keeps this share of
+    it (0.99 spans ~100 steps); evaluation and, by default, every reader use the average."""
+    seed: int = 0
+    """Seeds the parameter init and the data order."""
+    sampler: str = "uniform"
+    """`uniform` over examples, or `weighted` by each board's `count` (in-memory data only)."""
+    hl_gauss: bool = False
+    """av, sv: soft HL-Gauss targets over the bins instead of one-hot."""
+    hl_gauss_sigma_ratio: float = 0.75
+    """The HL-Gauss sigma, in units of the bin width."""
+    av_partial: bool = False
+    """av: also train on partial boards (only some moves valued), left out by default."""
+    dtype: str = "auto"
+    """The compute dtype: `auto` (bfloat16 on a GPU or TPU, float32 on a CPU), `float32` or
+    `bfloat16`; parameters and optimiser state stay float32 (COMPUTE_DTYPES)."""
     log_every: int = 50
-    eval_every: int = 500  # 0: evaluate only at the end
-    eval_boards: int = 500  # test boards for action accuracy and Kendall's tau
-    eval_batches: int = 8  # test batches for the test loss
+    """Steps (>= 1) a train record averages, written to the log and metrics.jsonl."""
+    eval_every: int = 500
+    """Steps between test evaluations (>= 0; 0: only at the end); needs test data."""
+    eval_boards: int = 500
+    """Test boards (>= 1) for action accuracy, Kendall's tau, best-move agreement and the
+    value error."""
+    eval_batches: int = 8
+    """Test batches (>= 1) for the test loss."""
     checkpoint_every: int = 500
+    """Steps (>= 1) between checkpoints; the last step is always saved."""
     keep_checkpoints: int = 3
-    prefetch: int = 4  # batches prepared ahead by the loader thread
+    """Checkpoints kept (>= 1), the latest ones."""
+    prefetch: int = 4
+    """Batches (>= 1) the loader thread prepares ahead."""
 
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Annotated-board Parquet: a shard directory, a file or a glob."""
+    """Annotated-board Parquet: each path a shard directory, a file, a glob or a comma list."""
 
     train: str = "data/annotated/train"
-    test: str = ""  # empty: no periodic evaluation
-    # The training split streamed a row group at a time (model/data/stream.py) instead of loaded
-    # whole on every host: always with `streaming`, and whenever the in-memory loader would
-    # need more than `memory_budget_gb`, which also bounds the streaming loader's memory (its
-    # shuffle window, so a resumed run keeps the budget it started with).
+    """The training split."""
+    test: str = ""
+    """The test split; empty: no test evaluation."""
     streaming: bool = False
+    """Stream the training split a row group at a time (model/data/stream.py) instead of
+    loading it whole on every host. Streaming is also chosen whenever the in-memory loader
+    would need more than memory_budget_gb. It serves the transformer with the uniform
+    sampler."""
     memory_budget_gb: float = 8.0
+    """GB (> 0) past which the split is streamed; it also bounds the streaming loader's
+    memory (its shuffle window, so a resumed run keeps the budget it started with)."""
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ and the JSON the accelerator run writes, key for key."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import pathlib
@@ -11,9 +12,20 @@ import sys
 
 import pytest
 
-from bench import oracle
+from bench import device_check, oracle
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_the_report_is_named_after_the_device_and_dated_inside(tmp_path):
+    """The file says what it holds (`nvidia-h200.json`: a later run on the same kind replaces
+    it, the history is in git and CHANGELOG.md); the day it ran is a key inside."""
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    report = device_check.Report(tmp_path)
+    report.name_after("NVIDIA H200")
+    report.write()
+    assert [path.name for path in tmp_path.iterdir()] == ["nvidia-h200.json"]
+    assert json.loads((tmp_path / "nvidia-h200.json").read_text())["date"] == today
 
 
 @pytest.mark.slow
@@ -27,7 +39,7 @@ def test_the_dry_run_runs_every_step_and_writes_the_json(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     [path] = tmp_path.glob("*.json")
-    assert path.name.endswith("-dry-run-cpu.json")
+    assert path.name == "dry-run-cpu.json"
     report = json.loads(path.read_text())
     assert report["errors"] == {} and report["dry_run"] is True
     assert report["device"]["platform"] == "cpu" and report["jax"]["jax"]
@@ -91,7 +103,7 @@ class Refuse(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in hidden:
             raise ModuleNotFoundError(name)
 sys.meta_path.insert(0, Refuse())
-from bench import oracle
+from bench import device_check, oracle
 from bench.train_speed import reference_trainer
 from model import config as config_lib
 ref = oracle.load()

@@ -21,6 +21,12 @@ def test_shipped_configs_are_valid(name):
     config_lib.validate(config, check_data=False)
 
 
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.toml")), ids=lambda p: p.stem)
+def test_every_shipped_config_loads_and_validates(path):
+    """Every file of model/configs, comments and all, is TOML that trains (data aside)."""
+    config_lib.validate(config_lib.load(path), check_data=False)
+
+
 def test_named_size_fills_the_shape_and_fields_override_it():
     config = config_lib.load(CONFIGS / "9M.toml", ["model.num_layers=2"])
     assert (config.model.num_layers, config.model.embedding_dim, config.model.num_heads) == (
