@@ -1,6 +1,6 @@
 """The 1968-move action space: every UCI move a standard game can contain, and its index.
 
-Order (DESIGN.md, squares a1=0 ... h8=63): for each from-square in ascending order, the
+Order (docs/design.md, squares a1=0 ... h8=63): for each from-square in ascending order, the
 squares a queen reaches from it on an empty board (ascending), then the squares a knight
 reaches (ascending): 1792 moves, castling included as the king's two-square move. Then 176
 promotions: rank pairs 2->1 then 7->8, files a..h, each with the straight push, the capture

@@ -1,6 +1,6 @@
 """FEN -> 77 integer tokens, the fixed-length board encoding the transformer reads.
 
-Layout (DESIGN.md): side to move (1), the 64 squares from a8 to h1 with `.` for empty (64),
+Layout (docs/design.md): side to move (1), the 64 squares from a8 to h1 with `.` for empty (64),
 castling right-padded with `.` to 4 (`-` -> `....`), en-passant square (2, `-` -> `..`),
 halfmove clock right-padded to 3, fullmove number right-padded to 3. A counter the layout
 cannot hold (a game past move 999) is a ValueError naming the FEN, so that data never loses

@@ -49,7 +49,7 @@ EMBEDDING_VOCAB_SIZE = max(NUM_ACTIONS, VOCAB_SIZE)
 # Start token + 77 board tokens + 1 action token.
 MAX_SEQUENCE_LENGTH = SEQUENCE_LENGTH + 2
 
-# Named sizes (DESIGN.md; paper Table A1). `small` (~400K params, the paper's smallest scale)
+# Named sizes (docs/design.md; paper Table A1). `small` (~400K params, the paper's smallest scale)
 # is for CPU tests; `tiny` (~100K) is what a CPU learns most from in the few minutes of
 # `make demo`: its steps are eight times cheaper.
 MODEL_SIZES: dict[str, dict[str, int]] = {

@@ -1,4 +1,5 @@
-"""Every relative link in the root's and docs/'s Markdown resolves, #anchors included.
+"""Every relative link in the root's and docs/'s Markdown resolves, #anchors included, and
+every `python -m MODULE` they name is a module of this repository that runs.
 
 Anchors are GitHub's heading slugs: the heading's text as rendered (code spans and link
 targets dropped, their text kept), lowercased, punctuation dropped, spaces -> '-', and a
@@ -19,6 +20,10 @@ CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 # [text](target) and ![alt](target); the target stops at whitespace or ')' (a title follows).
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)
+# `python -m X`, `python3 -m X`, `.venv/bin/python -m X`, in prose and in code blocks alike.
+PYTHON_M = re.compile(r"\bpython[0-9.]* -m ([A-Za-z_][\w.]*)")
+# Modules from outside the repository that the docs may run.
+OUTSIDE_MODULES = frozenset({"pip", "pytest", "venv"})
 
 
 @dataclass(frozen=True)
@@ -122,3 +127,52 @@ def test_a_broken_anchor_is_found(tmp_path):
     page.write_text("# Top\n\n## A part\n\n[ok](#a-part) [bad](#gone) [file](other.md)\n")
     found = [broken(link) for link in links(page)]
     assert found == [None, "no heading #gone in page.md", "no file other.md"]
+
+
+@dataclass(frozen=True)
+class ModuleRun:
+    source: Path
+    line: int
+    module: str
+
+
+def module_runs(path: Path) -> Iterator[ModuleRun]:
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for match in PYTHON_M.finditer(line):
+            yield ModuleRun(path, number, match.group(1).rstrip("."))
+
+
+def runnable(module: str, root: Path = ROOT) -> bool:
+    """Whether `python -m module` finds something to run here: a module file, or a package
+    with a __main__.py, in the repository; or one of OUTSIDE_MODULES."""
+    if module in OUTSIDE_MODULES:
+        return True
+    where = root.joinpath(*module.split("."))
+    return where.with_suffix(".py").is_file() or (where / "__main__.py").is_file()
+
+
+def test_every_python_m_module_exists():
+    runs = [run for path in markdown_files() for run in module_runs(path)]
+    assert len(runs) > 20
+    problems = [
+        f"{run.source.relative_to(ROOT)}:{run.line}: python -m {run.module}: no such module"
+        for run in runs
+        if not runnable(run.module)
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_missing_python_m_module_is_found(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "tool.py").write_text("")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__main__.py").write_text("")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "__init__.py").write_text("")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Run `python -m pkg.tool` or `python -m pkg.gone`.\n"
+        "```sh\n.venv/bin/python -m app\npython3 -m lib\npython -m pytest -q\n```\n"
+    )
+    found = {run.module: runnable(run.module, tmp_path) for run in module_runs(page)}
+    assert found == {"pkg.tool": True, "pkg.gone": False, "app": True, "lib": False, "pytest": True}

@@ -1,4 +1,4 @@
-"""The Haiku transformer of DESIGN.md: a board (and, for action values, a move) -> log-probs.
+"""The Haiku transformer of docs/design.md: a board (and, for action values, a move) -> log-probs.
 
 Input sequence: a start token, the 77 board tokens and, for the AV target, the move's action
 index (79 positions); SV and BC read the first 78. Tokens and actions share one embedding

@@ -134,7 +134,7 @@ def test_batch_on_real_games(shared_data):
 
 
 def reference_characters(fen: str) -> str | None:
-    """DESIGN.md's layout written the plain way, one character at a time; None where the
+    """docs/design.md's layout written the plain way, one character at a time; None where the
     fixed layout cannot hold the FEN."""
     fields = fen.split(" ")
     if len(fields) != 6:
