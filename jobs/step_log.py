@@ -71,14 +71,14 @@ def annotate_step(
     """A split annotated as a reusable step, `pipeline.annotate` run with `argv` unless the
     step is finished with `key`; an interrupted run resumes from its journal, one made from
     other inputs is started over. Returns the split's stats.json document."""
-    # Beam loads only when a step is run, not when every step is reused.
-    from pipeline.annotate.annotate import run_as_command
-    from pipeline.annotate.split_output import JournalMismatch
-
     stats_file = pathlib.Path(find_stats(str(split_dir)) or stats_path(str(split_dir)))
     if steps.finished(f"annotate-{split}", key, [stats_file]):
         say(f"reusing {split_dir}")
     else:
+        # Beam loads only when a step is run, not when every step is reused.
+        from pipeline.annotate.annotate import run_as_command
+        from pipeline.annotate.split_output import JournalMismatch
+
         say(" ".join(argv))
         try:
             run_as_command(argv)
