@@ -8,7 +8,7 @@ import pathlib
 import sys
 from dataclasses import dataclass
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SAMPLE_PUZZLES = ROOT / "data" / "sample" / "puzzles.csv"
 MAIN_CONFIG = ROOT / "model" / "configs" / "cpu.toml"
 SHIPPED_MODEL = ROOT / "models" / "cpu"
