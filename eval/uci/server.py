@@ -57,13 +57,13 @@ from typing import TextIO
 import chess
 
 from eval.agents.mcts import SearchInfo
+from eval.agents.neural_setup import DEFAULT_MODEL
 from eval.agents.players import RandomAgent
 from eval.uci.choosers import AgentChooser, Decision, MoveChooser, MoveRequest, SearchControl
 from eval.uci.factories import ChooserFactory, ModelUnavailable, NeuralFactory
 from eval.uci.go import GoParams, parse_go, time_budget
 from eval.uci.info import info_line
 from eval.uci.options import (
-    DEFAULT_WEIGHTS,
     UciError,
     UciOptions,
     find_option,
@@ -262,12 +262,12 @@ class UciServer:
         spec = find_option(name)
         parsed = parse_value(spec, value)
         if spec.field == "weights":
-            resolved = resolve_path(parsed or DEFAULT_WEIGHTS, self.start_dir)
+            resolved = resolve_path(parsed or DEFAULT_MODEL, self.start_dir)
             if resolved.path is None:
                 raise UciError(f"WeightsFile {resolved.describe_missing()}; kept the previous one")
-            default = resolve_path(DEFAULT_WEIGHTS, self.start_dir).path
+            default = resolve_path(DEFAULT_MODEL, self.start_dir).path
             # The default model, however it is named, keeps its name: it has a value model.
-            parsed = DEFAULT_WEIGHTS if resolved.path == default else resolved.path
+            parsed = DEFAULT_MODEL if resolved.path == default else resolved.path
             self._chooser_key = None  # load it again even if the path is the same
         elif spec.field == "threads" and isinstance(self.factory, NeuralFactory):
             note = self.factory.threads_note(parsed)
