@@ -7,7 +7,7 @@ fastchess send by default, each doing what it honestly can:
 | option | effect |
 |---|---|
 | `WeightsFile` | the model (run dir or checkpoint dir), Lc0's name for it |
-| `ValueFile` | a BC model's value model (AV, SV): score, WDL, search values (default: see below) |
+| `ValueFile` | a BC model's value model (AV, SV): score, WDL, search (default: value_model_path) |
 | `Threads` | the most CPU threads the model's runtime uses; 0 = every CPU the engine may use |
 | `Hash` | MB the search's tree may take; a full tree stops growing (its search ends) |
 | `Move Overhead` | milliseconds kept back from the clock by the time management (eval.uci.go) |
