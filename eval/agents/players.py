@@ -33,8 +33,9 @@ from core.actions import move_to_index
 from core.material import PIECE_VALUES
 from core.targets import VALUE_TARGETS, target_kind
 from eval.agents.base import AgentBase, legal_moves
-from eval.agents.evaluators import DEFAULT_PRIOR_TEMPERATURE, LeafEvaluator, make_evaluator
+from eval.agents.evaluators import DEFAULT_PRIOR_TEMPERATURE, LeafEvaluator
 from eval.agents.mcts import DEFAULT_SIMS, SearchConfig, SearchLimit, TreeSearch
+from eval.agents.neural_setup import ModelPair, load_predictor
 from eval.agents.specs import AgentSpec, agent_arguments, parse_agent_spec
 from eval.agents.stockfish import StockfishAgent, StockfishOracleAgent
 
@@ -197,9 +198,7 @@ class NeuralAgent(AgentBase):
 
     @classmethod
     def from_checkpoint(cls, path: str, use_ema: bool = True, **kwargs) -> NeuralAgent:
-        from model.predictor import Predictor
-
-        return cls(Predictor.from_checkpoint(path, use_ema=use_ema), **kwargs)
+        return cls(load_predictor(path, use_ema=use_ema), **kwargs)
 
     def scored_moves(self, board: chess.Board) -> tuple[list[str], np.ndarray]:
         """The legal moves (action-space order) and the scores the agent chooses by."""
@@ -259,11 +258,8 @@ class MctsAgent(AgentBase):
     ) -> MctsAgent:
         """The agent for a run dir or checkpoint (and, for a BC policy, its value model's);
         the other keyword arguments are the constructor's."""
-        from model.predictor import Predictor
-
-        predictor = Predictor.from_checkpoint(path, use_ema=use_ema)
-        value = Predictor.from_checkpoint(value_path, use_ema=use_ema) if value_path else None
-        return cls(make_evaluator(predictor, value, prior_temperature), **kwargs)
+        pair = ModelPair.load(path, value_path, use_ema=use_ema)
+        return cls(pair.evaluator(prior_temperature), **kwargs)
 
     def new_game(self) -> None:
         self._games += 1

@@ -42,6 +42,7 @@ from core.engine_path import find_engine
 from core.openings import choose_openings, load_openings
 from eval.agents.base import Agent
 from eval.agents.mcts import DEFAULT_SIMS
+from eval.agents.neural_setup import DEFAULT_MODEL, DEFAULT_SEARCH, DEFAULT_VALUE_MODEL
 from eval.agents.players import make_agent
 from eval.agents.uci_handshake import check_uci
 from eval.elo.ladder_player import Engine, LadderConfig, LadderGames, PlayerRun, rate_player
@@ -62,19 +63,19 @@ from eval.game import (
     AdjudicationConfig,
     Adjudicator,
 )
-from eval.uci.options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
 from runtime.cli import config_from_args
 from runtime.dir_lock import DirectoryBusy, dir_lock
 from runtime.interrupts import interrupted
 from runtime.outputs import check_dir, disk_full, disk_full_line, writing
 from runtime.progress import format_duration
 
-# The model searchless, and searching as the UCI engine does when given Simulations: PUCT
-# with models/cpu-av valuing the leaves, SearchBatch leaves per call, the mcts agent's playouts.
+# The default model searchless, and searching as the front ends do by default
+# (eval/agents/neural_setup.py): PUCT with its value model valuing the leaves, the default
+# leaves per call, the mcts agent's playouts.
 DEFAULT_MODELS = (
-    f"neural:{DEFAULT_WEIGHTS},name={DEFAULT_WEIGHTS}",
-    f"mcts:{DEFAULT_WEIGHTS},value={DEFAULT_VALUE_WEIGHTS},batch={DEFAULT_SEARCH_BATCH},"
-    f"sims={DEFAULT_SIMS},name={DEFAULT_WEIGHTS}+search{DEFAULT_SIMS}",
+    f"neural:{DEFAULT_MODEL},name={DEFAULT_MODEL}",
+    f"mcts:{DEFAULT_MODEL},value={DEFAULT_VALUE_MODEL},batch={DEFAULT_SEARCH.batch},"
+    f"sims={DEFAULT_SIMS},name={DEFAULT_MODEL}+search{DEFAULT_SIMS}",
 )
 DEFAULT_BASELINES = ("greedy", "random")
 PGN_NAME = "games.pgn"

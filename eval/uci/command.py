@@ -26,8 +26,9 @@ import os
 import sys
 
 from eval.agents.model_files import label
+from eval.agents.neural_setup import DEFAULT_MODEL
 from eval.uci.factories import AgentFactory, ChooserFactory, NeuralFactory
-from eval.uci.options import DEFAULT_WEIGHTS, UciError, UciOptions, find_option, parse_value
+from eval.uci.options import UciError, UciOptions, find_option, parse_value
 from eval.uci.server import ENGINE_NAME, UciServer
 from runtime.paths import resolve_path
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--checkpoint",
-        help=f"a run dir (latest checkpoint) or a checkpoint dir; default {DEFAULT_WEIGHTS}. "
+        help=f"a run dir (latest checkpoint) or a checkpoint dir; default {DEFAULT_MODEL}. "
         "Relative paths: from the start directory, else from the project's checkout",
     )
     source.add_argument("--agent", help=argparse.SUPPRESS)  # any agent spec, for tests
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="initial Seed")
     args = parser.parse_args(argv)
     start_dir = os.getcwd()
-    weights = args.checkpoint or DEFAULT_WEIGHTS
+    weights = args.checkpoint or DEFAULT_MODEL
     resolved = resolve_path(weights, start_dir)
     try:
         temperature = parse_value(find_option("Temperature"), str(args.temperature))
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     # The default model keeps its name, so that UciOptions.value_model_path knows it and puts
     # its value model beside it; the factory resolves both as it resolves any WeightsFile.
     defaults = UciOptions(
-        weights=(resolved.path or weights) if args.checkpoint else DEFAULT_WEIGHTS,
+        weights=(resolved.path or weights) if args.checkpoint else DEFAULT_MODEL,
         temperature=temperature,
         repetition_workaround=not args.no_repetition_workaround,
         use_ema=not args.no_ema,

@@ -21,13 +21,12 @@ from typing import Literal, Protocol
 import chess
 import numpy as np
 
-from eval.agents.evaluators import make_evaluator
-from eval.agents.mcts import SearchConfig, TreeSearch, max_nodes_for
 from eval.agents.model_files import keep_compilations_on_disk, label
+from eval.agents.neural_setup import DEFAULT_MODEL, ModelPair, load_predictor
 from eval.agents.players import NeuralAgent, make_agent
 from eval.uci import threads
 from eval.uci.choosers import AgentChooser, MoveChooser, PolicyChooser, SearchChooser
-from eval.uci.options import DEFAULT_WEIGHTS, UciOptions
+from eval.uci.options import UciOptions
 from runtime.paths import resolve_path
 
 # Seconds between the interpreter's thread switches while the search compiles in the
@@ -63,7 +62,7 @@ class NeuralFactory:
         self._warmed: set[int] = set()  # id(predictor) of those compiled for play
 
     def __call__(self, options: UciOptions) -> MoveChooser:
-        resolved = resolve_path(options.weights or DEFAULT_WEIGHTS, self.start_dir)
+        resolved = resolve_path(options.weights or DEFAULT_MODEL, self.start_dir)
         if resolved.path is None:
             raise ModelUnavailable(
                 f"no model: {resolved.describe_missing()}; name one with --checkpoint PATH "
@@ -84,21 +83,13 @@ class NeuralFactory:
         policy.warning = policy.value_error = note
         if options.simulations == 0:
             return policy
+        pair = ModelPair(predictor, value_model)
         try:
-            evaluator = make_evaluator(
-                predictor, value_model, prior_temperature=options.prior_temperature
-            )
+            search = pair.search(options.search_settings(), np.random.default_rng(options.seed))
         except ValueError as e:  # a BC model without a value model: its policy plays
             policy.warning = f"Simulations {options.simulations} ignored: {e}"
             return policy
         ready = self._compile_search([predictor, value_model], options.search_batch)
-        config = SearchConfig(
-            cpuct=options.cpuct,
-            batch=options.search_batch,
-            contempt=options.search_contempt or None,
-            max_nodes=max_nodes_for(options.hash_mb),
-        )
-        search = TreeSearch(evaluator, config, np.random.default_rng(options.seed))
         return SearchChooser(policy, search, options.simulations, options.seed, ready)
 
     def _value_model(self, predictor, options: UciOptions, warm: bool = True):
@@ -163,16 +154,12 @@ class NeuralFactory:
                 predictor.warm_up(max_boards=1)
                 self._warmed.add(id(predictor))
         if key not in self._predictors:
-            # JAX is imported here, not at the top: `uci` must be answered in the
-            # handshake's few seconds, and the test agents (--agent) never need it.
-            from model.predictor import Predictor
-
             keep_compilations_on_disk()
             first = self.runtime_threads is None  # XLA's thread pools not made yet
             pools = threads.thread_pools_of(options.threads) if first else contextlib.nullcontext()
             try:
                 with pools:
-                    predictor = Predictor.from_checkpoint(
+                    predictor = load_predictor(
                         path, use_ema=options.use_ema, rows_per_pass=self.rows_per_pass
                     )
                     if self.warm_up and warm:

@@ -7,7 +7,7 @@ fastchess send by default, each doing what it honestly can:
 | option | effect |
 |---|---|
 | `WeightsFile` | the model (run dir or checkpoint dir), Lc0's name for it |
-| `ValueFile` | a BC model's value model (AV, SV): score, WDL, search values (default: see below) |
+| `ValueFile` | a BC model's value model (AV, SV): score, WDL, search (default: value_model_path) |
 | `Threads` | the most CPU threads the model's runtime uses; 0 = every CPU the engine may use |
 | `Hash` | MB the search's tree may take; a full tree stops growing (its search ends) |
 | `Move Overhead` | milliseconds kept back from the clock by the time management (eval.uci.go) |
@@ -31,17 +31,10 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Literal
 
-from eval.agents.evaluators import DEFAULT_PRIOR_TEMPERATURE
-from eval.agents.mcts import DEFAULT_CPUCT
+from eval.agents.mcts import max_nodes_for
+from eval.agents.neural_setup import DEFAULT_MODEL, DEFAULT_SEARCH, SearchSettings, value_model_path
 
-DEFAULT_WEIGHTS = "models/cpu"
-# The value model beside the default policy: models/cpu is a BC policy, which has no value
-# of its own to report or to search with; models/cpu-av values moves (make cpu-model).
-DEFAULT_VALUE_WEIGHTS = "models/cpu-av"
 EMPTY = "<empty>"  # how UCI shows an empty string option
-# Leaves per network call when the engine searches: on a CPU a batch of 8 leaves costs little
-# more than their sum, and the virtual loss keeps the search close to the sequential one.
-DEFAULT_SEARCH_BATCH = 8
 
 
 class UciError(ValueError):
@@ -50,7 +43,7 @@ class UciError(ValueError):
 
 @dataclass(frozen=True)
 class UciOptions:
-    weights: str = DEFAULT_WEIGHTS
+    weights: str = DEFAULT_MODEL
     value_weights: str = ""  # used only beside a BC model; "": see value_model_path
     threads: int = 0
     # A search tree's node takes ~4 KB (eval/mcts.NODE_BYTES), far more than a Stockfish
@@ -65,16 +58,25 @@ class UciOptions:
     use_ema: bool = True
     seed: int = 0
     simulations: int = 0
-    cpuct: float = DEFAULT_CPUCT
+    cpuct: float = DEFAULT_SEARCH.cpuct
     search_contempt: int = 0
-    search_batch: int = DEFAULT_SEARCH_BATCH
-    prior_temperature: float = DEFAULT_PRIOR_TEMPERATURE
+    search_batch: int = DEFAULT_SEARCH.batch
+    prior_temperature: float = DEFAULT_SEARCH.prior_temperature
 
     def value_model_path(self) -> str:
         """ValueFile, or where it is empty the default model's companion (none for others)."""
-        if self.value_weights:
-            return self.value_weights
-        return DEFAULT_VALUE_WEIGHTS if self.weights == DEFAULT_WEIGHTS else ""
+        return value_model_path(self.weights, self.value_weights)
+
+    def search_settings(self) -> SearchSettings:
+        """The search the options ask for (with Simulations > 0): SearchContempt 0 is plain
+        PUCT, and Hash bounds the tree."""
+        return SearchSettings(
+            cpuct=self.cpuct,
+            batch=self.search_batch,
+            contempt=self.search_contempt or None,
+            prior_temperature=self.prior_temperature,
+            max_nodes=max_nodes_for(self.hash_mb),
+        )
 
     def policy_key(self) -> tuple:
         """The options a move choice depends on: a change rebuilds the move chooser."""

@@ -57,13 +57,13 @@ from typing import TextIO
 import chess
 
 from eval.agents.mcts import SearchInfo
+from eval.agents.neural_setup import DEFAULT_MODEL
 from eval.agents.players import RandomAgent
 from eval.uci.choosers import AgentChooser, Decision, MoveChooser, MoveRequest, SearchControl
 from eval.uci.factories import ChooserFactory, ModelUnavailable, NeuralFactory
 from eval.uci.go import GoParams, parse_go, time_budget
 from eval.uci.info import info_line
 from eval.uci.options import (
-    DEFAULT_WEIGHTS,
     UciError,
     UciOptions,
     find_option,
@@ -167,6 +167,10 @@ class UciServer:
         chooser = self.chooser()
         if self._chooser_error:
             self.error(f"{self._chooser_error}; playing a random legal move")
+        return self._choose(chooser, board, request)
+
+    def _choose(self, chooser: MoveChooser, board: chess.Board, request: MoveRequest) -> Decision:
+        """`chooser`'s move, or where it fails the fallback's (`_fallback`)."""
         try:
             return chooser.choose(board.copy(), request)
         # The GUI waits for a bestmove whatever went wrong inside the model: answer it.
@@ -189,8 +193,7 @@ class UciServer:
                 self.error(f"{why}; playing the policy's move")
                 return decision
         self.error(f"{why}; playing a random legal move")
-        moves = sorted(request.allowed or board.legal_moves, key=lambda m: m.uci())
-        return Decision(random.Random(self.options.seed).choice(moves))
+        return Decision(random_move(board, request.allowed, self.options.seed))
 
     def _ponder_move(self, board: chess.Board, move: chess.Move) -> chess.Move | None:
         """The reply the chooser expects, when the game goes on after `move`."""
@@ -262,12 +265,12 @@ class UciServer:
         spec = find_option(name)
         parsed = parse_value(spec, value)
         if spec.field == "weights":
-            resolved = resolve_path(parsed or DEFAULT_WEIGHTS, self.start_dir)
+            resolved = resolve_path(parsed or DEFAULT_MODEL, self.start_dir)
             if resolved.path is None:
                 raise UciError(f"WeightsFile {resolved.describe_missing()}; kept the previous one")
-            default = resolve_path(DEFAULT_WEIGHTS, self.start_dir).path
+            default = resolve_path(DEFAULT_MODEL, self.start_dir).path
             # The default model, however it is named, keeps its name: it has a value model.
-            parsed = DEFAULT_WEIGHTS if resolved.path == default else resolved.path
+            parsed = DEFAULT_MODEL if resolved.path == default else resolved.path
             self._chooser_key = None  # load it again even if the path is the same
         elif spec.field == "threads" and isinstance(self.factory, NeuralFactory):
             note = self.factory.threads_note(parsed)
@@ -366,11 +369,7 @@ class UciServer:
         thread.start()
 
     def _search_thread(self, chooser: MoveChooser, board: chess.Board, request: MoveRequest):
-        try:
-            decision = chooser.choose(board.copy(), request)
-        # The GUI waits for a bestmove whatever went wrong inside the model: answer it.
-        except Exception as e:
-            decision = self._fallback(chooser, board, request, e)
+        decision = self._choose(chooser, board, request)
         pv = list(decision.pv) or [decision.move]
         ponder = decision.ponder if self.options.ponder else None
         secs = time.monotonic() - request.started
@@ -436,6 +435,13 @@ class UciServer:
         finally:
             self._finish_search(apply_options=False)
             self.close()
+
+
+def random_move(board: chess.Board, allowed: frozenset[chess.Move] | None, seed: int) -> chess.Move:
+    """The move of last resort: one of `allowed` (else of the legal moves) drawn by `seed`,
+    the same for the same position and seed whatever order the moves come in."""
+    moves = sorted(allowed or board.legal_moves, key=lambda m: m.uci())
+    return random.Random(seed).choice(moves)
 
 
 def _policy_of(chooser: MoveChooser) -> MoveChooser:

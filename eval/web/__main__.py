@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 
-from eval.uci.options import DEFAULT_SEARCH_BATCH, DEFAULT_VALUE_WEIGHTS, DEFAULT_WEIGHTS
+from eval.agents.neural_setup import DEFAULT_MODEL, DEFAULT_SEARCH, DEFAULT_VALUE_MODEL
 from eval.web.api import MAX_SIMULATIONS, WebSettings
 from eval.web.http_server import WebServer
 from eval.web.models import NO_VALUE, ModelError, ModelStore
@@ -35,13 +35,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--model",
-        help=f"the run dir the page starts with (default {DEFAULT_WEIGHTS}); every run dir "
+        help=f"the run dir the page starts with (default {DEFAULT_MODEL}); every run dir "
         "under models/ is offered too",
     )
     parser.add_argument(
         "--value",
-        help=f"the AV or SV model beside a BC policy (default {DEFAULT_VALUE_WEIGHTS} beside "
-        f"{DEFAULT_WEIGHTS}); '{NO_VALUE}' for none",
+        help=f"the AV or SV model beside a BC policy (default {DEFAULT_VALUE_MODEL} beside "
+        f"{DEFAULT_MODEL}); '{NO_VALUE}' for none",
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 = any free port")
     parser.add_argument(
@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--search-batch",
         type=int,
-        default=DEFAULT_SEARCH_BATCH,
+        default=DEFAULT_SEARCH.batch,
         help="leaves per network call when the page searches",
     )
     parser.add_argument(

@@ -21,10 +21,9 @@ import chess
 import numpy as np
 
 from core.targets import target_kind
-from eval.agents.evaluators import make_evaluator
-from eval.agents.mcts import SearchConfig, SearchLimit, TreeSearch
+from eval.agents.mcts import SearchLimit, TreeSearch
+from eval.agents.neural_setup import DEFAULT_SEARCH, ModelPair, SearchSettings
 from eval.agents.players import NeuralAgent
-from eval.uci.options import DEFAULT_SEARCH_BATCH
 from eval.web.cancel import Activity, StopWhen
 from eval.web.models import ModelError, ModelStore
 from eval.web.params import ApiError, BoardRequest
@@ -37,7 +36,7 @@ READ_TIMEOUT_S = 30.0  # a client silent this long mid-request (or idle between)
 
 @dataclass(frozen=True)
 class WebSettings:
-    search_batch: int = DEFAULT_SEARCH_BATCH  # leaves per network call when searching
+    search_batch: int = DEFAULT_SEARCH.batch  # leaves per network call when searching
     max_simulations: int = MAX_SIMULATIONS
     read_timeout: float = READ_TIMEOUT_S
 
@@ -70,9 +69,8 @@ class _Models:
     """A request's models, loaded: the policy's and its value model's (None for none)."""
 
     name: str
-    predictor: object
     value_name: str | None
-    value_predictor: object | None
+    pair: ModelPair
 
     @classmethod
     def of(cls, store: ModelStore, request: BoardRequest) -> _Models:
@@ -82,7 +80,7 @@ class _Models:
             predictor = store.predictor(name)  # first: it names an unknown model
             value_name = store.value_model(name, request.value)
             value_predictor = store.predictor(value_name) if value_name else None
-            return cls(name, predictor, value_name, value_predictor)
+            return cls(name, value_name, ModelPair(predictor, value_predictor))
         except ModelError as e:
             raise ApiError(e.status, str(e)) from None
 
@@ -92,14 +90,13 @@ class _Models:
         """A fresh tree over the request's board after its playouts; Cancelled as soon as
         `stop` says nobody waits (while waiting for the compile, or between batches)."""
         try:
-            evaluator = make_evaluator(self.predictor, self.value_predictor)
+            search = self.pair.search(SearchSettings(batch=settings.search_batch))
         except ValueError as e:  # a BC policy with no value model
             raise ApiError(400, f"cannot search with {self.name!r}: {e}") from None
         names = [name for name in (self.name, self.value_name) if name is not None]
         # Every batch shape compiled before the clock starts.
         store.warm_up(names, settings.search_batch, stop.is_set)
         stop.check()
-        search = TreeSearch(evaluator, SearchConfig(batch=settings.search_batch))
         search.set_position(request.board)
         search.run(SearchLimit(sims=request.simulations, stop=stop))
         stop.check()  # stopped early: its answer is not the one asked for
@@ -109,18 +106,18 @@ class _Models:
 def _policy(loaded: _Models, board: chess.Board) -> tuple[list[str], list, dict, float | None]:
     """The policy's moves and scores, each move's win chance (a value model's), and the
     position's value (None without a value model)."""
-    agent = NeuralAgent(loaded.predictor)
+    agent = NeuralAgent(loaded.pair.policy)
     ucis, scores = agent.scored_moves(board)
-    if loaded.value_predictor is not None:
-        value_agent = NeuralAgent(loaded.value_predictor)
+    if loaded.pair.value is not None:
+        value_agent = NeuralAgent(loaded.pair.value)
         wins = dict(zip(*value_agent.scored_moves(board), strict=True))
     elif target_kind(agent.target).value_head:
         wins = dict(zip(ucis, scores, strict=True))
     else:
         wins = {}
     position_value = None
-    if wins:  # the value the search starts from: make_evaluator's rule
-        evaluator = make_evaluator(loaded.predictor, loaded.value_predictor)
+    if wins:  # the value the search starts from: the search's evaluator's rule
+        evaluator = loaded.pair.evaluator()
         position_value = float(evaluator.evaluate([board.copy(stack=False)])[0].value)
     return ucis, scores, wins, position_value
 
@@ -221,7 +218,7 @@ def play(
         stats = next(s for s in search.root_moves() if s.move == move)
         extra = {"visits": stats.visits, "win": stats.q, "playouts": search.info().playouts}
     else:
-        ucis, scores = NeuralAgent(loaded.predictor).scored_moves(board)
+        ucis, scores = NeuralAgent(loaded.pair.policy).scored_moves(board)
         i = int(np.argmax(scores))
         move = chess.Move.from_uci(ucis[i])
         extra = {"score": float(scores[i]), "kind": store.models[loaded.name].kind}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from core.targets import target_kind
 from eval.agents.model_files import keep_compilations_on_disk, label
-from eval.uci.options import DEFAULT_WEIGHTS, UciOptions
+from eval.agents.neural_setup import DEFAULT_MODEL, load_predictor, value_model_path
 from runtime.paths import project_root, resolve_path
 
 MODELS_DIR = "models"
@@ -123,12 +123,13 @@ class ModelStore:
 
     @classmethod
     def create(cls, model: str | None, value: str | None, start_dir: str) -> ModelStore:
-        """The store for `--model` (default models/cpu) and `--value` (default: the UCI
-        engine's rule, models/cpu-av beside the default model; "none" for none). ModelError
-        naming the path when either is missing."""
-        chosen = _resolved(model or DEFAULT_WEIGHTS, start_dir, "model")
-        options = UciOptions(weights=model or DEFAULT_WEIGHTS, value_weights=value or "")
-        value_path = "" if value == NO_VALUE else options.value_model_path()
+        """The store for `--model` (default models/cpu) and `--value` (default: the front
+        ends' rule, eval/agents/neural_setup.value_model_path: models/cpu-av beside the
+        default model; "none" for none). ModelError naming the path when either is missing."""
+        chosen = _resolved(model or DEFAULT_MODEL, start_dir, "model")
+        value_path = (
+            "" if value == NO_VALUE else value_model_path(model or DEFAULT_MODEL, value or "")
+        )
         companion = None
         if value_path:
             try:
@@ -159,11 +160,9 @@ class ModelStore:
         with self._load_lock:
             if name not in self._predictors:
                 # JAX only once a model is wanted: the page and the errors need none.
-                from model.predictor import Predictor
-
                 keep_compilations_on_disk()
                 try:
-                    predictor = Predictor.from_checkpoint(info.path)
+                    predictor = load_predictor(info.path)
                     predictor.warm_up(max_boards=1)
                 # A checkpoint can fail to load in as many ways as orbax and JAX have
                 # errors; the server reports which and goes on.

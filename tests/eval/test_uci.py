@@ -16,13 +16,13 @@ import chess.engine
 import pytest
 
 from core.values import win_probability
-from eval.agents.players import RandomAgent
-from eval.uci.choosers import AgentChooser
+from eval.agents.players import RandomAgent, make_agent
+from eval.uci.choosers import AgentChooser, MoveRequest
 from eval.uci.factories import ModelUnavailable
 from eval.uci.info import wdl_per_mille, win_prob_to_cp
 from eval.uci.options import OPTIONS, UciOptions
 from eval.uci.position import parse_position
-from eval.uci.server import UciServer
+from eval.uci.server import UciServer, random_move
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # lichess-bot's config.yml.default `uci_options`, and Stockfish's and fastchess's usual ones.
@@ -245,6 +245,33 @@ def test_without_a_model_it_still_answers_and_plays_legal_moves():
     board = parse_position("startpos moves f2f3 e7e5 g2g4".split())
     assert all(board.is_legal(chess.Move.from_uci(m)) for m in bestmoves(out))
     assert len(factory.built) == 1  # not tried again at every go
+
+
+def test_the_random_move_of_last_resort_is_the_seeds_whatever_the_move_order():
+    board = parse_position("startpos moves e2e4".split())
+    moves = list(board.legal_moves)
+    drawn = random_move(board, None, seed=5)
+    assert drawn == random_move(board, frozenset(reversed(moves)), seed=5)
+    assert {random_move(board, None, seed) for seed in range(40)} > {drawn}  # the seed draws
+    allowed = frozenset(chess.Move.from_uci(uci) for uci in ("a7a6", "h7h5"))
+    assert {random_move(board, allowed, seed) for seed in range(40)} == allowed
+
+
+def test_a_failing_chooser_is_answered_with_a_random_legal_move(stockfish):
+    # A real agent that fails: a Stockfish agent whose engine was closed.
+    agent = make_agent("stockfish:nodes=1", engine_path=stockfish)
+    agent.close()
+    out = io.StringIO()
+    engine = UciServer(Recorder(), out, defaults=UciOptions(seed=3))
+    board = parse_position("startpos moves e2e4".split())
+    allowed = frozenset(chess.Move.from_uci(uci) for uci in ("a7a6", "b7b6", "h7h5"))
+    for request in (MoveRequest(), MoveRequest(allowed=allowed)):
+        decision = engine._choose(AgentChooser(agent), board, request)
+        assert decision.move == random_move(board, request.allowed, 3)
+    errors = out.getvalue().splitlines()
+    assert len(errors) == 2 and all("is closed" in line for line in errors), errors
+    assert errors[0].startswith(f"info string error: {agent.name} failed on {board.fen()!r}")
+    assert errors[0].endswith("; playing a random legal move")
 
 
 def test_no_legal_move_and_searchmoves():

@@ -1,0 +1,103 @@
+"""A trained model set up to play, as every front end (the UCI engine, the web board, the
+`mcts` agent and so the Elo ladder) sets it up: the default model files, the default search
+settings, and how a policy, the value model beside it and the tree search are put together.
+
+    pair = ModelPair.load("models/cpu", value_model_path("models/cpu"))
+    search = pair.search(SearchSettings(batch=8))     # eval/agents/mcts.TreeSearch
+
+A BC policy has no value of its own: it reports values and searches with an AV or SV value
+model beside it (AlphaZero's policy and value pair); an AV or SV model values its moves itself
+and takes none. The default policy is BC, so its value model comes with it unless another is
+named; a policy someone names gets the value model they name, or none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from eval.agents.evaluators import (
+    DEFAULT_PRIOR_TEMPERATURE,
+    LeafEvaluator,
+    ModelPredictor,
+    make_evaluator,
+)
+from eval.agents.mcts import DEFAULT_CPUCT, SearchConfig, TreeSearch
+
+# The policy the UCI engine, the web board and the Elo ladder play by default (make cpu-model
+# ships it), and its value model: models/cpu is a BC policy, which has no value of its own to
+# report or to search with; models/cpu-av values moves.
+DEFAULT_MODEL = "models/cpu"
+DEFAULT_VALUE_MODEL = "models/cpu-av"
+# Leaves per network call when a front end searches: on a CPU a batch of 8 leaves costs little
+# more than their sum, and the virtual loss keeps the search close to the sequential one.
+DEFAULT_SEARCH_BATCH = 8
+
+
+def value_model_path(model: str, value: str = "") -> str:
+    """The value model to pair with the policy `model`: `value` where one is named, else the
+    default policy's companion beside the default policy, else none ("")."""
+    if value:
+        return value
+    return DEFAULT_VALUE_MODEL if model == DEFAULT_MODEL else ""
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How the tree search runs over a model pair; the defaults are the front ends' own."""
+
+    cpuct: float = DEFAULT_CPUCT
+    batch: int = DEFAULT_SEARCH_BATCH  # leaves per network call
+    contempt: int | None = None  # search-contempt's N_scl; None = plain PUCT
+    prior_temperature: float = DEFAULT_PRIOR_TEMPERATURE  # an AV/SV model's priors
+    max_nodes: int | None = None  # the tree's bound (UCI's Hash); None = no bound
+
+    def config(self) -> SearchConfig:
+        """The search's own settings; ValueError naming a bad one."""
+        return SearchConfig(
+            cpuct=self.cpuct, batch=self.batch, contempt=self.contempt, max_nodes=self.max_nodes
+        )
+
+
+DEFAULT_SEARCH = SearchSettings()
+
+
+def load_predictor(
+    path: str, use_ema: bool = True, rows_per_pass: int | None | Literal["auto"] = "auto"
+):
+    """The model.predictor.Predictor of a run dir or checkpoint dir."""
+    # JAX is imported here, not at the top: the front ends answer (UCI's handshake, the page,
+    # an error line) before any model is wanted, and agents without a model never need it.
+    from model.predictor import Predictor
+
+    return Predictor.from_checkpoint(path, use_ema=use_ema, rows_per_pass=rows_per_pass)
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    """A policy and the value model beside it (None beside an AV or SV policy, or none)."""
+
+    policy: ModelPredictor
+    value: ModelPredictor | None = None
+
+    @classmethod
+    def load(cls, path: str, value_path: str | None = None, use_ema: bool = True) -> ModelPair:
+        """Both models loaded (no value model where `value_path` is empty)."""
+        policy = load_predictor(path, use_ema=use_ema)
+        value = load_predictor(value_path, use_ema=use_ema) if value_path else None
+        return cls(policy, value)
+
+    def evaluator(self, prior_temperature: float = DEFAULT_PRIOR_TEMPERATURE) -> LeafEvaluator:
+        """What the search asks of the pair (eval/agents/evaluators.make_evaluator); ValueError
+        naming the problem for a BC policy without a value model, or a value model beside an
+        AV or SV one."""
+        return make_evaluator(self.policy, self.value, prior_temperature=prior_temperature)
+
+    def search(
+        self, settings: SearchSettings = DEFAULT_SEARCH, rng: np.random.Generator | None = None
+    ) -> TreeSearch:
+        """A fresh tree search over the pair; ValueError as `evaluator` says, or for a bad
+        setting."""
+        return TreeSearch(self.evaluator(settings.prior_temperature), settings.config(), rng)
