@@ -11,7 +11,7 @@ printed on stdout) and each part's own files:
 - puzzles (`puzzles.json`): accuracy of the model searching `--sims` playouts per move (0 =
   the network's own move, no search) on the first `--num` puzzles, beside the floors and the
   ceiling on the same puzzles (`--baselines`: random, greedy, stockfish:nodes=100000);
-- elo (`elo/`, eval.tournament's games.pgn and tournament.json): the model searching
+- elo (`elo/`, eval.elo.tournament's games.pgn and tournament.json): the model searching
   `--elo-sims` playouts against the same model without search (the searchless policy, as the
   UCI engine plays it), the Elo difference with its 95% interval;
 - odds (`odds/games.pgn`, `odds.json`): the seed paper's queen-odds experiment at this scale.
@@ -49,9 +49,9 @@ from eval.agents.evaluators import make_evaluator
 from eval.agents.mcts import DEFAULT_CPUCT, SearchConfig
 from eval.agents.players import MctsAgent, NeuralAgent, make_agent
 from eval.agents.specs import parse_agent_spec
+from eval.elo.tournament import TournamentConfig, run_tournament
 from eval.game import play_game
 from eval.puzzles import evaluate
-from eval.tournament import TournamentConfig, run_tournament
 from model.predictor import Predictor
 from runtime.interrupts import interrupted
 from runtime.paths import project_root, resolve_path

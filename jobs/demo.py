@@ -193,8 +193,8 @@ def puzzles(config: DemoConfig, log: StepLog, out: pathlib.Path, plot: pathlib.P
 def tournament(config: DemoConfig, log: StepLog, out_dir: pathlib.Path) -> dict:
     with sigint_exits(_INTERRUPTED):  # JAX's import: see sigint_exits
         from eval.agents.players import make_agent
+        from eval.elo.tournament import TournamentConfig, run_tournament
         from eval.game import AdjudicationConfig
-        from eval.tournament import TournamentConfig, run_tournament
 
     specs = agent_specs(config)
     chosen = [specs["model"], specs["random"], specs["weak"]]

@@ -260,7 +260,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--adjudicate",
         default=d.adjudicate,
-        help='stockfish:nodes=N,cp=CP,plies=K as in eval.tournament; "" for none',
+        help='stockfish:nodes=N,cp=CP,plies=K as in eval.elo.tournament; "" for none',
     )
     parser.add_argument("--level-step", type=int, default=d.level_step)
     parser.add_argument("--seed", type=int, default=d.seed, help="chooses the openings")

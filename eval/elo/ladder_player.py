@@ -43,7 +43,7 @@ class LadderConfig:
     max_games: int = 400  # per model
     baseline_games: int = 8  # per baseline
     max_plies: int = 400  # a draw after this many plies
-    # Stockfish calls a game one side clearly wins (eval.tournament's rule): games against weak
+    # Stockfish calls a game one side clearly wins (eval.elo.tournament's rule): games against weak
     # levels are decided long before they are mated, and a search's moves cost seconds.
     adjudicate: str = "stockfish:nodes=10000,cp=1000,plies=6"  # "": play every game out
     level_step: int = 10  # levels are multiples of this

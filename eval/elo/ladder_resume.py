@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import chess.pgn
 
-from eval.tournament import read_finished
+from eval.elo.tournament import read_finished
 
 # PGN tags of the ladder's own: the settings that shape its games, and a game's seconds.
 SETTINGS_TAG = "LadderSettings"

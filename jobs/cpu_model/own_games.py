@@ -1,5 +1,5 @@
 """`make cpu-model`'s positions from the model's own games (DAgger): the policy model plays
-the scale's opponent from the bundled ECO openings (eval/tournament.py's games and PGN), and
+the scale's opponent from the bundled ECO openings (eval/elo/tournament.py's games and PGN), and
 every board of those games is valued by one search, the split OWN_GAMES_SPLIT, which the main
 model then trains on with the other `search-*` splits.
 
@@ -15,7 +15,7 @@ import pathlib
 import time
 
 from eval.agents.players import make_agent
-from eval.tournament import PGN_NAME, TournamentConfig, run_tournament
+from eval.elo.tournament import PGN_NAME, TournamentConfig, run_tournament
 from jobs.cpu_model.settings import (
     OWN_GAMES_SPLIT,
     Paths,

@@ -14,14 +14,14 @@ import time
 
 import pytest
 
+from eval.elo.tournament import PGN_NAME, read_finished
+from eval.elo.tournament import main as tournament_main
 from eval.metrics import main as metrics_main
 from eval.plot import main as plot_main
 from eval.puzzles import main as puzzles_main
 from eval.puzzles import read_puzzles
 from eval.suites import main as suites_main
 from eval.suites import read_suite
-from eval.tournament import PGN_NAME, read_finished
-from eval.tournament import main as tournament_main
 from runtime.text_files import NotTextError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -135,7 +135,7 @@ def test_ctrl_c_in_puzzles_and_suites_is_one_line_and_exit_130(tmp_path, stockfi
 def test_ctrl_c_in_a_tournament_keeps_the_finished_games(tmp_path, stockfish):
     out = tmp_path / "t"
     pgn = out / PGN_NAME
-    command = [sys.executable, "-m", "eval.tournament", "--agents", "random"]
+    command = [sys.executable, "-m", "eval.elo.tournament", "--agents", "random"]
     command += [f"stockfish:nodes=2000,engine={stockfish}", "--games", "40", "--out", str(out)]
 
     def one_game_played(_lines) -> bool:

@@ -227,7 +227,7 @@ def test_stockfish_elo_plays_within_the_range_the_engine_announces(stockfish):
 
 
 def test_an_elo_outside_the_range_is_one_line_and_a_failing_exit(stockfish, tmp_path, capsys):
-    from eval.tournament import main
+    from eval.elo.tournament import main
 
     low, high = engine_elo_range(stockfish)
     code = main(

@@ -17,8 +17,8 @@ from eval.agents.evaluators import PolicyValueEvaluator, make_evaluator
 from eval.agents.mcts import NODE_BYTES, SearchConfig, SearchLimit, TreeSearch
 from eval.agents.players import MctsAgent, make_agent
 from eval.agents.specs import parse_agent_spec
+from eval.elo.tournament import main as tournament_main
 from eval.puzzles import main as puzzles_main
-from eval.tournament import main as tournament_main
 from tests.eval.search_trees import MIDDLEGAME, searched, walk
 
 SAMPLE_PUZZLES = pathlib.Path(__file__).resolve().parents[2] / "data" / "sample" / "puzzles.csv"

@@ -19,8 +19,8 @@ from core.openings import (
 )
 from eval.agents.base import AgentBase
 from eval.agents.players import RandomAgent, make_agent
+from eval.elo.tournament import TournamentConfig, main, run_tournament, schedule
 from eval.game import AdjudicationConfig, play_game
-from eval.tournament import TournamentConfig, main, run_tournament, schedule
 
 START = Opening("start", "", chess.STARTING_FEN, ())
 

@@ -1,6 +1,6 @@
 """Round-robin tournaments between agents, with every game in PGN and Elo by maximum likelihood.
 
-    python -m eval.tournament --agents random stockfish:nodes=1000 neural:runs/small \\
+    python -m eval.elo.tournament --agents random stockfish:nodes=1000 neural:runs/small \\
         --games 10 [--openings FILE.pgn|FILE.epd] [--adjudicate stockfish:nodes=10000] \\
         [--anchor random[=RATING]] [--out results/tournament] [--resume]
 
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m eval.tournament",
+        prog="python -m eval.elo.tournament",
         description=__doc__.split("\n\n")[0],
         epilog=SPEC_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
