@@ -91,6 +91,14 @@ def embed_squares(states: jax.Array, width: int) -> jax.Array:
     return h + hk.Linear(width, name="globals")(globals_)[:, None, :]
 
 
+def edge_arrays(
+    senders: jax.Array, receivers: jax.Array, kinds: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """The padded edges as int32 indices, and which of them are real (padding's kind is -1)."""
+    kinds = kinds.astype(jnp.int32)
+    return senders.astype(jnp.int32), receivers.astype(jnp.int32), kinds, kinds >= 0
+
+
 def gather_nodes(nodes: jax.Array, index: jax.Array) -> jax.Array:
     """(B, N, d) node rows at (B, E) indices -> (B, E, d)."""
     return jnp.take_along_axis(nodes, index[..., None], axis=1)

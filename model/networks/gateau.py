@@ -38,7 +38,7 @@ import jax.numpy as jnp
 from core.targets import target_kind
 from model.config import ModelConfig
 from model.networks import board_graph, board_net
-from model.networks.board_net import embed_squares, gather_nodes, layer_norm, mlp
+from model.networks.board_net import edge_arrays, embed_squares, gather_nodes, layer_norm, mlp
 
 # --- graph operations on padded (B, E) edges --------------------------------------------------
 
@@ -94,10 +94,7 @@ def _gateau_layer(h, e, senders, receivers, valid, num_heads: int, widening: int
 
 def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str, num_bins: int):
     width = model.embedding_dim
-    senders = senders.astype(jnp.int32)
-    receivers = receivers.astype(jnp.int32)
-    kinds = kinds.astype(jnp.int32)
-    valid = kinds >= 0
+    senders, receivers, kinds, valid = edge_arrays(senders, receivers, kinds)
     h = embed_squares(states, width)
     embed = functools.partial(hk.Embed, embed_dim=width)
 

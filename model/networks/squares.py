@@ -40,7 +40,7 @@ import numpy as np
 from core.targets import target_kind
 from model.config import ModelConfig
 from model.networks import board_graph, board_net
-from model.networks.board_net import embed_squares, gather_nodes, layer_norm, mlp
+from model.networks.board_net import edge_arrays, embed_squares, gather_nodes, layer_norm, mlp
 
 # What the board says of a (query, key) pair of squares, for the attention bias: nothing, the
 # key's piece (of the side to move) has a legal move to the query's square, it attacks the
@@ -99,10 +99,7 @@ def _attention_bias(senders, receivers, kinds, model: ModelConfig) -> jax.Array:
 
 def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str, num_bins: int):
     width = model.embedding_dim
-    senders = senders.astype(jnp.int32)
-    receivers = receivers.astype(jnp.int32)
-    kinds = kinds.astype(jnp.int32)
-    valid = kinds >= 0
+    senders, receivers, kinds, valid = edge_arrays(senders, receivers, kinds)
 
     h = embed_squares(states, width)
     bias = _attention_bias(senders, receivers, kinds, model)
