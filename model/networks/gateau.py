@@ -29,8 +29,6 @@ attack and padding edges. Only the move edges of AV's output mean anything.
 
 from __future__ import annotations
 
-import functools
-
 import haiku as hk
 import jax
 import jax.numpy as jnp
@@ -38,7 +36,14 @@ import jax.numpy as jnp
 from core.targets import target_kind
 from model.config import ModelConfig
 from model.networks import board_graph, board_net
-from model.networks.board_net import edge_arrays, embed_squares, gather_nodes, layer_norm, mlp
+from model.networks.board_net import (
+    edge_arrays,
+    embed_squares,
+    gather_nodes,
+    layer_norm,
+    mlp,
+    small_embed,
+)
 
 # --- graph operations on padded (B, E) edges --------------------------------------------------
 
@@ -96,7 +101,9 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     width = model.embedding_dim
     senders, receivers, kinds, valid = edge_arrays(senders, receivers, kinds)
     h = embed_squares(states, width)
-    embed = functools.partial(hk.Embed, embed_dim=width)
+
+    def embed(vocab_size: int, name: str) -> hk.Embed:
+        return small_embed(vocab_size, width, name)
 
     packed = jnp.maximum(kinds, 0)  # padding's -1 would unpack to garbage indices
     geometry, promotion, edge_type = board_graph.unpack_kind(packed)

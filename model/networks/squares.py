@@ -40,7 +40,13 @@ import numpy as np
 from core.targets import target_kind
 from model.config import ModelConfig
 from model.networks import board_graph, board_net
-from model.networks.board_net import edge_arrays, embed_squares, gather_nodes, layer_norm, mlp
+from model.networks.board_net import (
+    edge_arrays,
+    embed_squares,
+    layer_norm,
+    mlp,
+    small_embed,
+)
 
 # What the board says of a (query, key) pair of squares, for the attention bias: nothing, the
 # key's piece (of the side to move) has a legal move to the query's square, it attacks the
@@ -51,13 +57,18 @@ RELATIONS = 1 + len(board_graph.EDGE_TYPES)
 def relations(senders: jax.Array, receivers: jax.Array, kinds: jax.Array) -> jax.Array:
     """(B, 64, 64) int32: the relation of each (receiver, sender) pair from a board's edges,
     0 where no edge joins them. A pair has at most one edge: a square holds one piece, and
-    the side to move's attack edges leave out the attacks that are already moves."""
-    batch = kinds.shape[0]
+    the side to move's attack edges leave out the attacks that are already moves.
+
+    A product of one-hot matrices, not a scatter: XLA on a GPU lowers a scatter into a
+    (B, 64, 64) table to a loop over its updates, one at a time, tens of seconds a step at
+    a batch of 1,024 boards. The sum has one term per pair, so it is exact."""
     _, _, edge_type = board_graph.unpack_kind(jnp.maximum(kinds, 0))
-    value = jnp.where(kinds >= 0, edge_type + 1, 0)
-    rows = jnp.broadcast_to(jnp.arange(batch)[:, None], kinds.shape)
-    table = jnp.zeros((batch, board_graph.NUM_SQUARES, board_graph.NUM_SQUARES), jnp.int32)
-    return table.at[rows, receivers, senders].max(value)
+    value = jnp.where(kinds >= 0, edge_type + 1, 0).astype(jnp.float32)  # padding: 0
+    squares = board_graph.NUM_SQUARES
+    to = jax.nn.one_hot(receivers, squares, dtype=jnp.float32) * value[..., None]
+    of = jax.nn.one_hot(senders, squares, dtype=jnp.float32)
+    table = jnp.einsum("beq,bek->bqk", to, of, precision=jax.lax.Precision.HIGHEST)
+    return table.astype(jnp.int32)
 
 
 def _attention(x: jax.Array, bias: jax.Array, num_heads: int) -> jax.Array:
@@ -92,9 +103,18 @@ def _attention_bias(senders, receivers, kinds, model: ModelConfig) -> jax.Array:
     bias = position[None]
     if model.attack_bias:
         table = hk.get_parameter("relation_bias", (RELATIONS, model.num_heads), init=jnp.zeros)
-        pairs = relations(senders, receivers, kinds)  # (B, 64, 64)
-        bias = bias + jnp.moveaxis(table[pairs], -1, 1)
+        pairs = jax.nn.one_hot(relations(senders, receivers, kinds), RELATIONS)  # (B,64,64,R)
+        # A matrix product rather than `table[pairs]`, whose gradient is a scatter (above).
+        bias = bias + jnp.einsum("bqkr,rh->bhqk", pairs, table, precision=jax.lax.Precision.HIGHEST)
     return bias.astype(jnp.float32)
+
+
+def _rows_at(squares: jax.Array, index: jax.Array) -> jax.Array:
+    """(B, 64, d) square rows at (B, E) indices -> (B, E, d), as a one-hot matrix product:
+    the gradient of an indexed gather is a scatter (see `relations`), and the product costs
+    well under 1% of the network's arithmetic a board."""
+    picks = jax.nn.one_hot(index, board_graph.NUM_SQUARES, dtype=squares.dtype)
+    return jnp.einsum("bes,bsd->bed", picks, squares, precision=jax.lax.Precision.HIGHEST)
 
 
 def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str, num_bins: int):
@@ -118,16 +138,16 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
 
     packed = jnp.maximum(kinds, 0)  # padding's -1 would unpack to garbage indices
     _, promotion, edge_type = board_graph.unpack_kind(packed)
-    origin = gather_nodes(hk.Linear(width, name="move_origin")(hn), senders)  # (B, E, d)
-    target_ = gather_nodes(hk.Linear(width, name="move_target")(hn), receivers)
-    target_ = target_ + hk.Embed(board_graph.PROMOTIONS, width, name="promotion_embed")(promotion)
+    origin = _rows_at(hk.Linear(width, name="move_origin")(hn), senders)  # (B, E, d)
+    target_ = _rows_at(hk.Linear(width, name="move_target")(hn), receivers)
+    target_ = target_ + small_embed(board_graph.PROMOTIONS, width, "promotion_embed")(promotion)
     if model.move_checks:
-        target_ = target_ + hk.Embed(2, width, name="check_embed")(
+        target_ = target_ + small_embed(2, width, "check_embed")(
             board_graph.kind_gives_check(packed)
         )
     if model.move_exchanges:
         exchange = board_graph.kind_exchange(packed)
-        target_ = target_ + hk.Embed(board_graph.EXCHANGE_CLASSES, width, name="exchange_embed")(
+        target_ = target_ + small_embed(board_graph.EXCHANGE_CLASSES, width, "exchange_embed")(
             exchange
         )
     if kind.value_head:  # a value per move edge
