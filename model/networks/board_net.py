@@ -77,13 +77,21 @@ def node_inputs(states: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     return classes, en_passant, globals_
 
 
+def one_hot_lookups() -> bool:
+    """Whether the board-at-once networks look rows up as one-hot matrix products (on an
+    accelerator) or by index (on the CPU). The gradient of an indexed lookup is a scatter-add
+    of every row of the batch into the few rows of a table: on a GPU, in bfloat16, those
+    additions contend for the same addresses, and the square network's step took 35 s at a
+    batch of 1,024 boards on an H200. The product's gradient is a matrix product; on two CPU
+    cores it costs 10-20% more a step than the index, so the CPU keeps the index. Both give
+    the same values (one term per row), to float rounding."""
+    return jax.default_backend() != "cpu"
+
+
 def small_embed(vocab_size: int, width: int, name: str) -> hk.Embed:
-    """An embedding of a few classes looked up as a one-hot matrix product. The gradient of
-    an indexed lookup is a scatter-add of every row of the batch into the table's few rows:
-    on a GPU, in bfloat16, those additions contend for the same addresses and took seconds
-    a step at a batch of 1,024 boards. The product's gradient is a matrix product, and its
-    value is the same (one term per row)."""
-    return hk.Embed(vocab_size, width, lookup_style=hk.EmbedLookupStyle.ONE_HOT, name=name)
+    """An embedding of a few classes (`one_hot_lookups` says how it is looked up)."""
+    style = hk.EmbedLookupStyle.ONE_HOT if one_hot_lookups() else hk.EmbedLookupStyle.ARRAY_INDEX
+    return hk.Embed(vocab_size, width, lookup_style=style, name=name)
 
 
 def embed_squares(states: jax.Array, width: int) -> jax.Array:
@@ -108,7 +116,10 @@ def edge_arrays(
 
 
 def gather_nodes(nodes: jax.Array, index: jax.Array) -> jax.Array:
-    """(B, N, d) node rows at (B, E) indices -> (B, E, d)."""
+    """(B, N, d) node rows at (B, E) indices -> (B, E, d) (`one_hot_lookups` says how)."""
+    if one_hot_lookups():
+        picks = jax.nn.one_hot(index, nodes.shape[1], dtype=nodes.dtype)
+        return jnp.einsum("ben,bnd->bed", picks, nodes, precision=jax.lax.Precision.HIGHEST)
     return jnp.take_along_axis(nodes, index[..., None], axis=1)
 
 

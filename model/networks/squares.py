@@ -43,6 +43,7 @@ from model.networks import board_graph, board_net
 from model.networks.board_net import (
     edge_arrays,
     embed_squares,
+    gather_nodes,
     layer_norm,
     mlp,
     small_embed,
@@ -57,14 +58,15 @@ RELATIONS = 1 + len(board_graph.EDGE_TYPES)
 def relations(senders: jax.Array, receivers: jax.Array, kinds: jax.Array) -> jax.Array:
     """(B, 64, 64) int32: the relation of each (receiver, sender) pair from a board's edges,
     0 where no edge joins them. A pair has at most one edge: a square holds one piece, and
-    the side to move's attack edges leave out the attacks that are already moves.
-
-    A product of one-hot matrices, not a scatter: XLA on a GPU lowers a scatter into a
-    (B, 64, 64) table to a loop over its updates, one at a time, tens of seconds a step at
-    a batch of 1,024 boards. The sum has one term per pair, so it is exact."""
+    the side to move's attack edges leave out the attacks that are already moves, so the
+    one-hot product (board_net.one_hot_lookups) has one term per pair and is exact."""
     _, _, edge_type = board_graph.unpack_kind(jnp.maximum(kinds, 0))
-    value = jnp.where(kinds >= 0, edge_type + 1, 0).astype(jnp.float32)  # padding: 0
+    value = jnp.where(kinds >= 0, edge_type + 1, 0)  # padding: 0
     squares = board_graph.NUM_SQUARES
+    if not board_net.one_hot_lookups():
+        rows = jnp.broadcast_to(jnp.arange(kinds.shape[0])[:, None], kinds.shape)
+        table = jnp.zeros((kinds.shape[0], squares, squares), jnp.int32)
+        return table.at[rows, receivers, senders].max(value)
     to = jax.nn.one_hot(receivers, squares, dtype=jnp.float32) * value[..., None]
     of = jax.nn.one_hot(senders, squares, dtype=jnp.float32)
     table = jnp.einsum("beq,bek->bqk", to, of, precision=jax.lax.Precision.HIGHEST)
@@ -103,18 +105,17 @@ def _attention_bias(senders, receivers, kinds, model: ModelConfig) -> jax.Array:
     bias = position[None]
     if model.attack_bias:
         table = hk.get_parameter("relation_bias", (RELATIONS, model.num_heads), init=jnp.zeros)
-        pairs = jax.nn.one_hot(relations(senders, receivers, kinds), RELATIONS)  # (B,64,64,R)
-        # A matrix product rather than `table[pairs]`, whose gradient is a scatter (above).
-        bias = bias + jnp.einsum("bqkr,rh->bhqk", pairs, table, precision=jax.lax.Precision.HIGHEST)
+        pairs = relations(senders, receivers, kinds)  # (B, 64, 64)
+        if board_net.one_hot_lookups():
+            bias = bias + jnp.einsum(
+                "bqkr,rh->bhqk",
+                jax.nn.one_hot(pairs, RELATIONS, dtype=table.dtype),
+                table,
+                precision=jax.lax.Precision.HIGHEST,
+            )
+        else:
+            bias = bias + jnp.moveaxis(table[pairs], -1, 1)
     return bias.astype(jnp.float32)
-
-
-def _rows_at(squares: jax.Array, index: jax.Array) -> jax.Array:
-    """(B, 64, d) square rows at (B, E) indices -> (B, E, d), as a one-hot matrix product:
-    the gradient of an indexed gather is a scatter (see `relations`), and the product costs
-    well under 1% of the network's arithmetic a board."""
-    picks = jax.nn.one_hot(index, board_graph.NUM_SQUARES, dtype=squares.dtype)
-    return jnp.einsum("bes,bsd->bed", picks, squares, precision=jax.lax.Precision.HIGHEST)
 
 
 def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str, num_bins: int):
@@ -138,8 +139,8 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
 
     packed = jnp.maximum(kinds, 0)  # padding's -1 would unpack to garbage indices
     _, promotion, edge_type = board_graph.unpack_kind(packed)
-    origin = _rows_at(hk.Linear(width, name="move_origin")(hn), senders)  # (B, E, d)
-    target_ = _rows_at(hk.Linear(width, name="move_target")(hn), receivers)
+    origin = gather_nodes(hk.Linear(width, name="move_origin")(hn), senders)  # (B, E, d)
+    target_ = gather_nodes(hk.Linear(width, name="move_target")(hn), receivers)
     target_ = target_ + small_embed(board_graph.PROMOTIONS, width, "promotion_embed")(promotion)
     if model.move_checks:
         target_ = target_ + small_embed(2, width, "check_embed")(
