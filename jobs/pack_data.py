@@ -12,6 +12,11 @@ source of each and the boards packed. The budget (`--budget-mib`) is by default 
 64 MiB leave after the repository's tracked files and the other folders carried beside the
 pack (`--beside`, e.g. gpu-carry/wheels), less a margin.
 
+`--policy-only` empties (nulls) the columns that training on moves never reads, the
+centipawn and mate scores (`cp`, `mate`, `state_cp`, `state_mate`: the win probabilities hold
+the values) and the board's own value (`state_win_prob`, an SV target's), which are ~a
+quarter of a best-move board's bytes; BC and AV train on the pack as before, SV cannot.
+
 `--measure CONFIG` then times the training loader on the packed shards, on this machine:
 reading them, building every board's graph (python-chess, one core) and serving batches of
 the config's size (model/data/train_data.py), in boards/s, to set beside the GPU step's appetite.
@@ -29,6 +34,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.schema import (
@@ -45,6 +51,8 @@ from runtime.outputs import OutputError, check_dir
 CARRY_LIMIT = 64 * 2**20  # what one device call may carry, the working tree included
 MARGIN = 2 * 2**20  # files made between packing and the call (logs, caches)
 MANIFEST = "pack.json"
+# What --policy-only nulls: read by no BC or AV training (core.schema: all nullable).
+POLICY_UNUSED = ("cp", "mate", "state_win_prob", "state_cp", "state_mate")
 
 
 @dataclass(frozen=True)
@@ -85,11 +93,16 @@ def default_budget(beside: Sequence[str], root: str = ".") -> int:
     return CARRY_LIMIT - tracked_bytes(root) - sum(map(folder_bytes, beside)) - MARGIN
 
 
-def recompress(source: str, target: str, level: int) -> int:
-    """`source` rewritten to `target` with zstd at `level`, schema (and its metadata) kept;
-    returns its rows."""
+def recompress(source: str, target: str, level: int, policy_only: bool = False) -> int:
+    """`source` rewritten to `target` with zstd at `level`, schema (and its metadata) kept,
+    the POLICY_UNUSED columns nulled when `policy_only`; returns its rows."""
     with reading_shard(source):
         table = pq.read_table(source)
+    if policy_only:
+        for name in POLICY_UNUSED:
+            index = table.schema.get_field_index(name)
+            field = table.schema.field(index)
+            table = table.set_column(index, field, pa.nulls(table.num_rows, field.type))
     pq.write_table(
         table,
         target,
@@ -100,7 +113,9 @@ def recompress(source: str, target: str, level: int) -> int:
     return table.num_rows
 
 
-def pack(data: str, out: str, budget: int, level: int = 19) -> list[Packed]:
+def pack(
+    data: str, out: str, budget: int, level: int = 19, policy_only: bool = False
+) -> list[Packed]:
     """Whole shards of `data` recompressed into `out` (emptied first) while they fit `budget`
     bytes; each packed shard is read back through the loader's schema check."""
     sources = board_files(data)
@@ -118,7 +133,7 @@ def pack(data: str, out: str, budget: int, level: int = 19) -> list[Packed]:
     with tempfile.TemporaryDirectory(dir=out) as scratch:
         for source in sources:
             trial = os.path.join(scratch, "shard.parquet")
-            boards = recompress(source, trial, level)
+            boards = recompress(source, trial, level, policy_only)
             size = os.path.getsize(trial)
             if used + size > budget:
                 continue
@@ -138,9 +153,12 @@ def pack(data: str, out: str, budget: int, level: int = 19) -> list[Packed]:
     return final
 
 
-def write_manifest(out: str, packed: list[Packed], sources: int, budget: int, level: int) -> dict:
+def write_manifest(
+    out: str, packed: list[Packed], sources: int, budget: int, level: int, policy_only: bool
+) -> dict:
     document = {
         "boards": sum(p.boards for p in packed),
+        "policy_only": policy_only,
         "bytes": sum(p.bytes_after for p in packed),
         "budget_bytes": budget,
         "zstd_level": level,
@@ -196,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget-mib", type=float, help="default: what the 64 MiB leave")
     parser.add_argument("--beside", action="append", default=[], help="carried with it")
     parser.add_argument("--level", type=int, default=19, help="zstd level (1-22)")
+    parser.add_argument(
+        "--policy-only", action="store_true", help="null the columns BC and AV never read"
+    )
     parser.add_argument("--measure", metavar="CONFIG", help="then time this config's loader")
     args = parser.parse_args(argv)
     budget = (
@@ -206,8 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise OutputError(f"no room left to pack: the budget is {budget / 2**20:.1f} MiB")
         check_dir(args.out)
         sources = len(board_files(args.data))
-        packed = pack(args.data, args.out, budget, args.level)
-        document = write_manifest(args.out, packed, sources, budget, args.level)
+        packed = pack(args.data, args.out, budget, args.level, args.policy_only)
+        document = write_manifest(args.out, packed, sources, budget, args.level, args.policy_only)
     except (FileNotFoundError, SchemaError, OutputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

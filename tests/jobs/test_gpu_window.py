@@ -18,6 +18,7 @@ import pytest
 from core.schema import read_boards
 from jobs import gpu_export, gpu_window, pack_data
 from jobs.gpu_export import PART_BYTES, compact_params
+from model.data.loader import load_boards
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -61,6 +62,27 @@ def test_pack_takes_whole_shards_within_the_budget_recompressed(shards, tmp_path
     source = read_boards(",".join(str(shards / f"boards-0000{i}-of-00004.parquet") for i in (0, 1)))
     assert read_boards(str(out)).to_pylist() == source.to_pylist()
     assert sum(p.boards for p in packed) == 80
+
+
+def test_policy_only_pack_keeps_what_bc_and_av_read_and_is_smaller(shards, tmp_path):
+    full = pack_data.pack(str(shards), str(tmp_path / "full"), 2**30)
+    slim = pack_data.pack(str(shards), str(tmp_path / "slim"), 2**30, policy_only=True)
+    assert sum(p.bytes_after for p in slim) < sum(p.bytes_after for p in full)
+    before = read_boards(str(tmp_path / "full")).to_pylist()
+    after = read_boards(str(tmp_path / "slim")).to_pylist()
+    assert len(after) == len(before) == 160
+    for old, new in zip(before, after, strict=True):
+        for name in pack_data.POLICY_UNUSED:
+            assert new[name] is None
+        kept = {k: v for k, v in old.items() if k not in pack_data.POLICY_UNUSED}
+        assert {k: new[k] for k in kept} == kept
+    # What a BC run trains on: the same boards, moves, values and best moves.
+    a, b = load_boards(str(tmp_path / "full")), load_boards(str(tmp_path / "slim"))
+    np.testing.assert_array_equal(a.states, b.states)
+    np.testing.assert_array_equal(a.best_actions, b.best_actions)
+    np.testing.assert_array_equal(a.pair_actions, b.pair_actions)
+    np.testing.assert_array_equal(a.pair_win_probs, b.pair_win_probs)
+    assert np.isnan(b.state_win_probs).all()  # the SV target's column is what went
 
 
 def test_pack_command_says_what_it_packed_and_refuses_bad_input(shards, tmp_path, capsys):
