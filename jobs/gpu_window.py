@@ -1,7 +1,7 @@
 """One training in a lent accelerator's fixed time, bringing back a model whatever happens.
 
     python -m jobs.gpu_window --config model/configs/gpu-squares.toml \\
-        --data gpu-carry/data --out $OUT --minutes 8 [--set train.num_steps=9000] [--dry-run]
+        --data gpu-carry/data --out $OUT --minutes 8 [--epochs 5 | --steps 9000] [--dry-run]
 
 The trainer is model/training/train.py's, stopped by the clock (model/training/wall_clock.py): it
 trains until `--minutes` minus `--reserve-s` have passed since the command started, checkpoints, and
@@ -31,7 +31,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.schema import SchemaError, board_files, read_metadata
@@ -165,6 +165,13 @@ def evaluate(window: Window, puzzles_path: str, count: int) -> dict[str, Any]:
     }
 
 
+def schedule_steps(epochs: float, boards: int, batch_size: int) -> int:
+    """The schedule's length for `epochs` passes over `boards` in batches of `batch_size`:
+    the window's data is a fixed set, and how many passes it bears is what was measured
+    (results/gpu-window/epochs.json), whatever its size."""
+    return max(1, round(epochs * boards / batch_size))
+
+
 def run_window(args: argparse.Namespace, window: Window) -> int:
     from model import config as config_lib
     from model.training.train import resolve_config, train
@@ -183,6 +190,10 @@ def run_window(args: argparse.Namespace, window: Window) -> int:
         )
     )
     config = config_lib.validate(config)
+    data = data_summary(config.data.train)
+    if args.epochs is not None:
+        steps = schedule_steps(args.epochs, data["boards"], config.train.batch_size)
+        config = replace(config, train=replace(config.train, num_steps=steps))
     train_s = (
         DRY_RUN_SECONDS if args.dry_run else args.minutes * 60 - args.reserve_s - window.elapsed()
     )
@@ -193,7 +204,8 @@ def run_window(args: argparse.Namespace, window: Window) -> int:
     window.document.update(
         config_file=args.config,
         config=config.to_dict(),
-        data=data_summary(config.data.train),
+        data=data,
+        epochs=args.epochs,
         environment=environment(),
         train_budget_s=round(train_s, 1),
         dry_run=args.dry_run,
@@ -240,7 +252,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--minutes", type=float, default=8.0, help="the whole command's budget")
     parser.add_argument("--reserve-s", type=float, default=75.0, help="kept to export, evaluate")
     parser.add_argument("--save-every-s", type=float, default=60.0, help="checkpoint interval")
-    parser.add_argument("--steps", type=int, help="train.num_steps (the learning-rate schedule)")
+    schedule = parser.add_mutually_exclusive_group()
+    schedule.add_argument("--steps", type=int, help="train.num_steps (the learning-rate schedule)")
+    schedule.add_argument(
+        "--epochs", type=float, help="train.num_steps as passes over the data's boards"
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--puzzles", default=DEFAULT_PUZZLES, help="CSV for the last check")
     parser.add_argument("--puzzle-count", type=int, default=77, help="0: no puzzle check")

@@ -123,6 +123,7 @@ def test_compact_params_are_bfloat16():
 def test_dry_run_trains_by_the_clock_exports_and_the_model_plays(shards, tmp_path, capsys):
     out, run = tmp_path / "out", tmp_path / "run"
     argv = ["--dry-run", "--data", str(shards), "--out", str(out), "--run", str(run)]
+    argv += ["--epochs", "1000"]  # the schedule as passes over the 160 boards in batches of 8
     test = str(shards / "boards-00003-of-00004.parquet")
     assert gpu_window.main([*argv, "--test-data", test, "--puzzle-count", "3"]) == 0
     printed = capsys.readouterr().out
@@ -142,6 +143,7 @@ def test_dry_run_trains_by_the_clock_exports_and_the_model_plays(shards, tmp_pat
     assert window["environment"]["jax_version"] == jax.__version__
     assert window["environment"]["platform"] == "cpu"
     assert window["data"]["boards"] == 160
+    assert window["epochs"] == 1000 and window["config"]["train"]["num_steps"] == 20_000
     step = window["step"]
     assert 1 <= step < window["config"]["train"]["num_steps"]
     assert window["examples_seen"] == step * 8
