@@ -15,7 +15,7 @@ endif
 ACCEL_STAMP := $(if $(filter-out cpu,$(ACCEL_EXTRA)),.venv/.installed-$(ACCEL_EXTRA))
 
 .PHONY: setup engine browser web test test-fast lint demo cpu-model annotate train puzzles bench \
-	device-check search-report elo clean cpu-transformer
+	device-check search-report elo clean cpu-transformer FORCE
 
 setup: $(STAMP) $(ACCEL_STAMP) engine browser
 
@@ -24,8 +24,20 @@ setup: $(STAMP) $(ACCEL_STAMP) engine browser
 PIP_LOG    := .venv/pip.log
 PIP_FAILED  = { tail -n 30 $(PIP_LOG); echo "pip install failed: the whole log is $(PIP_LOG)"; exit 1; }
 
-$(STAMP): pyproject.toml constraints.txt
-	@[ -x $(PY) ] || python3 -m venv .venv
+# JAX 0.11 needs Python >= 3.12: tools/python_for_jax.sh finds one or fetches Debian's into
+# .python/. A .venv on an older Python (or none) is made again. That fetched Python's ensurepip
+# has no pip wheel, so pip comes from the one the script keeps in .python/wheels/.
+VENV_STALE := $(shell $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))' \
+	>/dev/null 2>&1 || echo yes)
+
+$(STAMP): pyproject.toml constraints.txt $(if $(VENV_STALE),FORCE)
+	@if [ -n "$(VENV_STALE)" ]; then \
+		python=$$(tools/python_for_jax.sh) || exit 1; \
+		echo "Making .venv with $$python"; rm -rf .venv; \
+		$$python -m venv .venv >/dev/null 2>&1 || { rm -rf .venv && \
+			$$python -m venv --without-pip .venv && wheel=$$(ls .python/wheels/pip-*.whl) && \
+			.venv/bin/python $$wheel/pip install -q --no-index $$wheel; } || exit 1; \
+	fi
 	@echo "Installing the Python packages into .venv (minutes the first time; log: $(PIP_LOG))"
 	@$(PY) -m pip install --upgrade pip > $(PIP_LOG) 2>&1 || $(PIP_FAILED)
 	@$(PY) -m pip install -c constraints.txt -e '.[dev]' >> $(PIP_LOG) 2>&1 || $(PIP_FAILED)
@@ -164,6 +176,8 @@ search-report: setup
 ELO_NICE ?= nice -n 5
 elo: setup
 	$(ELO_NICE) $(PY) -m eval.elo.ladder --out $(RESULTS)/elo $(ELO_ARGS)
+
+FORCE:
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache *.egg-info

@@ -9,7 +9,7 @@
 # only comparable between identical builds. Debian bookworm's `stockfish` is 15.1, the same
 # as the development machines; check it with `docker run --rm --entrypoint
 # /usr/games/stockfish IMAGE <<< uci`.
-FROM apache/beam_python3.11_sdk:2.77.0
+FROM apache/beam_python3.13_sdk:2.77.0
 
 RUN apt-get update \
     && apt-get install -y --no-install-recommends stockfish \

@@ -37,7 +37,7 @@ def test_cuda_extras_bring_the_plugin_of_the_pinned_jax(accel):
 
 
 def test_tpu_extra_is_pinned():
-    assert extras()["tpu"] == ["jax[tpu]>=0.10,<0.11"]
+    assert extras()["tpu"] == ["jax[tpu]>=0.11,<0.12"]
     assert "libtpu" in pins()
 
 
