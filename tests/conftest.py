@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import pathlib
+import signal
 import sys
 
 import chess.pgn
@@ -25,6 +26,12 @@ def pytest_configure(config):
 
     if jax.default_backend() == "gpu":
         jax.config.update("jax_default_matmul_precision", "highest")
+    # A shell without job control starts background commands (`make test &`, nohup) with
+    # SIGINT ignored, and an ignored signal stays ignored in every child: the tests that send
+    # Ctrl-C to a command would see nothing arrive. A handler, unlike SIG_IGN, is not
+    # inherited: the children start with SIGINT's default, as from a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 SHARED_DATA = ROOT.parent / "shared" / "data"
