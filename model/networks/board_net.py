@@ -88,6 +88,15 @@ def one_hot_lookups() -> bool:
     return jax.default_backend() != "cpu"
 
 
+def table_rows(table: jax.Array, ids: jax.Array) -> jax.Array:
+    """Rows of a small parameter table at integer `ids`: ids.shape + table.shape[1:]
+    (`one_hot_lookups` says how)."""
+    if one_hot_lookups():
+        picks = jax.nn.one_hot(ids, table.shape[0], dtype=table.dtype)
+        return jnp.tensordot(picks, table, axes=1, precision=jax.lax.Precision.HIGHEST)
+    return table[ids]
+
+
 def small_embed(vocab_size: int, width: int, name: str) -> hk.Embed:
     """An embedding of a few classes (`one_hot_lookups` says how it is looked up)."""
     style = hk.EmbedLookupStyle.ONE_HOT if one_hot_lookups() else hk.EmbedLookupStyle.ARRAY_INDEX

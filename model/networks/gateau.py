@@ -102,18 +102,15 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     senders, receivers, kinds, valid = edge_arrays(senders, receivers, kinds)
     h = embed_squares(states, width)
 
-    def embed(vocab_size: int, name: str) -> hk.Embed:
-        return small_embed(vocab_size, width, name)
-
     packed = jnp.maximum(kinds, 0)  # padding's -1 would unpack to garbage indices
     geometry, promotion, edge_type = board_graph.unpack_kind(packed)
-    e = embed(board_graph.GEOMETRIES, name="geometry_embed")(geometry)
-    e = e + embed(board_graph.PROMOTIONS, name="promotion_embed")(promotion)
-    e = e + embed(len(board_graph.EDGE_TYPES), name="edge_type_embed")(edge_type)
+    e = small_embed(board_graph.GEOMETRIES, width, "geometry_embed")(geometry)
+    e = e + small_embed(board_graph.PROMOTIONS, width, "promotion_embed")(promotion)
+    e = e + small_embed(len(board_graph.EDGE_TYPES), width, "edge_type_embed")(edge_type)
     if model.move_checks:
-        e = e + embed(2, name="check_embed")(board_graph.kind_gives_check(packed))
+        e = e + small_embed(2, width, "check_embed")(board_graph.kind_gives_check(packed))
     if model.move_exchanges:
-        e = e + embed(board_graph.EXCHANGE_CLASSES, name="exchange_embed")(
+        e = e + small_embed(board_graph.EXCHANGE_CLASSES, width, "exchange_embed")(
             board_graph.kind_exchange(packed)
         )
     e = jnp.where(valid[..., None], e, 0.0)

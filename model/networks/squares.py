@@ -106,15 +106,7 @@ def _attention_bias(senders, receivers, kinds, model: ModelConfig) -> jax.Array:
     if model.attack_bias:
         table = hk.get_parameter("relation_bias", (RELATIONS, model.num_heads), init=jnp.zeros)
         pairs = relations(senders, receivers, kinds)  # (B, 64, 64)
-        if board_net.one_hot_lookups():
-            bias = bias + jnp.einsum(
-                "bqkr,rh->bhqk",
-                jax.nn.one_hot(pairs, RELATIONS, dtype=table.dtype),
-                table,
-                precision=jax.lax.Precision.HIGHEST,
-            )
-        else:
-            bias = bias + jnp.moveaxis(table[pairs], -1, 1)
+        bias = bias + jnp.moveaxis(board_net.table_rows(table, pairs), -1, 1)
     return bias.astype(jnp.float32)
 
 
