@@ -1,7 +1,8 @@
 """The board graph as first written (model/networks/board_graph.py's `board_edges` before its
 per-board shortcuts), kept unchanged as the reference that the identity tests
 (tests/model/test_board_graph.py) and the benchmark (bench/graphs.py) hold the fast path to: every
-move's static exchange by the full swap algorithm, every attack edge filtered through a set.
+move's static exchange by the full swap algorithm, its threat found by playing it, every attack
+edge filtered through a set.
 Nothing else uses it."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from model.networks.board_graph import (
     _GEOMETRY_OF,
     _MOVE_EDGES,
     _PROMOTION_INDEX,
+    _THREAT_STEP,
     ATTACK_MINE,
     ATTACK_THEIRS,
     GEOMETRIES,
@@ -26,7 +28,7 @@ from model.networks.board_graph import (
     checking_moves,
     encode_boards,
 )
-from model.networks.move_facts import exchange_class
+from model.networks.move_facts import exchange_class, threat_class
 
 
 def reference_board_edges(
@@ -40,7 +42,9 @@ def reference_board_edges(
     actions = sorted(
         (
             _ACTION_BY_MOVE[move.from_square][move.to_square][_PROMOTION_INDEX[move.promotion]],
-            (_CHECK_BIT if check else 0) + _EXCHANGE_STEP * exchange_class(board, move),
+            (_CHECK_BIT if check else 0)
+            + _EXCHANGE_STEP * exchange_class(board, move)
+            + _THREAT_STEP * threat_class(board, move),
         )
         for move, check in zip(legal, checking_moves(board, legal), strict=True)
     )

@@ -9,6 +9,13 @@ attack that one square (x-rays through the capturing pieces included), never at 
 move of the opponent, so it is a fact of the board as the check bit is, not a search. Pins
 are not considered. The sign says whether a capture wins material, and whether a move puts
 its piece where it is lost (a piece moved en prise gives a negative exchange).
+
+The threat of a move is what it newly attacks with gain: the enemy pieces (the king aside:
+that is the check bit) that, once the move is on the board, one of the mover's pieces attacks
+which did not attack them before (the moved piece from its target, or a slider whose line the
+move opens) and that are worth more than that attacker or have no defender. None, one, or two
+and more (a fork or double attack). It looks at the mover's own next captures and at who
+defends their targets, as the exchange does; no reply of the opponent is considered.
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ PIECE_VALUES = {**MATERIAL, chess.KING: 100}
 # The exchange's sign as a class: 0 even (or a castling), 1 the mover loses material, 2 it wins.
 EXCHANGE_EVEN, EXCHANGE_LOSES, EXCHANGE_WINS = range(3)
 EXCHANGE_CLASSES = 3
+# The threat as a class: how many enemy pieces the move newly attacks with gain, capped.
+THREAT_NONE, THREAT_ONE, THREAT_MANY = range(3)
+THREAT_CLASSES = 3
 
 
 def static_exchange(board: chess.Board, move: chess.Move) -> int:
@@ -153,3 +163,106 @@ def _swap(
     for depth in range(len(gains) - 1, 0, -1):
         gains[depth - 1] = -max(-gains[depth - 1], gains[depth])
     return EXCHANGE_WINS if gains[0] > 0 else EXCHANGE_LOSES if gains[0] < 0 else EXCHANGE_EVEN
+
+
+def threat_class(board: chess.Board, move: chess.Move) -> int:
+    """THREAT_NONE, THREAT_ONE or THREAT_MANY: the enemy pieces other than the king that
+    `move` (legal on `board`) newly attacks with gain, found by playing it. An attacker is
+    new if it did not attack that square before the move (the moved piece: from its origin);
+    with gain if the attacked piece is worth more than the attacker or nothing of its side
+    attacks its square. Castling counts no threat."""
+    if board.is_castling(move):
+        return THREAT_NONE
+    mover, side = board.turn, not board.turn
+    after = board.copy(stack=False)
+    after.push(move)
+    before_mover = board.attacks_mask(move.from_square)
+    count = 0
+    for square in chess.scan_forward(after.occupied_co[side] & ~after.kings):
+        value = PIECE_VALUES[after.piece_type_at(square)]
+        for attacker in chess.scan_forward(after.attackers_mask(mover, square)):
+            before = before_mover if attacker == move.to_square else board.attacks_mask(attacker)
+            if before >> square & 1:
+                continue
+            if value > PIECE_VALUES[after.piece_type_at(attacker)] or not after.attackers_mask(
+                side, square
+            ):
+                count += 1
+                break
+    return min(count, THREAT_MANY)
+
+
+def _slider_attacks(piece: chess.PieceType, square: chess.Square, occupied: int) -> int:
+    attacks = 0
+    if piece in (chess.BISHOP, chess.QUEEN):
+        attacks |= chess.BB_DIAG_ATTACKS[square][chess.BB_DIAG_MASKS[square] & occupied]
+    if piece in (chess.ROOK, chess.QUEEN):
+        attacks |= chess.BB_RANK_ATTACKS[square][chess.BB_RANK_MASKS[square] & occupied]
+        attacks |= chess.BB_FILE_ATTACKS[square][chess.BB_FILE_MASKS[square] & occupied]
+    return attacks
+
+
+def threat_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]:
+    """`threat_class` of each of `moves` (legal on `board`), read off the bitboards without
+    playing them: the moved piece's attacks from its target on the board with the move made,
+    less those from its origin; the lines of the mover's sliders that saw the origin, opened.
+    Castling, en passant and promotions, which are rare, take `threat_class`."""
+    mover, side = board.turn, not board.turn
+    occupied = board.occupied
+    targets = board.occupied_co[side] & ~board.kings
+    ep_square = board.ep_square
+    sliders = (board.bishops | board.rooks | board.queens) & board.occupied_co[mover]
+    seen_from = {}  # origin -> the mover's sliders that attack it
+    classes = []
+    for move in moves:
+        origin, target = move.from_square, move.to_square
+        piece = board.piece_type_at(origin)
+        if (
+            move.promotion
+            or (piece == chess.KING and target - origin in (2, -2))
+            or (piece == chess.PAWN and target == ep_square)
+            or board.occupied_co[mover] >> target & 1  # Chess960 castling
+        ):
+            classes.append(threat_class(board, move))
+            continue
+        after = occupied & ~chess.BB_SQUARES[origin] | chess.BB_SQUARES[target]
+        victims = targets & ~chess.BB_SQUARES[target]
+        if piece == chess.PAWN:
+            attacks = chess.BB_PAWN_ATTACKS[mover][target]
+        elif piece == chess.KNIGHT:
+            attacks = chess.BB_KNIGHT_ATTACKS[target]
+        elif piece == chess.KING:
+            attacks = chess.BB_KING_ATTACKS[target]
+        else:
+            attacks = _slider_attacks(piece, target, after)
+        threatened = 0
+        value = PIECE_VALUES[piece]
+        for square in chess.scan_forward(attacks & ~board.attacks_mask(origin) & victims):
+            if _with_gain(board, square, value, after, target, side):
+                threatened |= chess.BB_SQUARES[square]
+        if origin not in seen_from:
+            seen_from[origin] = board.attackers_mask(mover, origin) & sliders
+        for slider in chess.scan_forward(seen_from[origin]):
+            kind = board.piece_type_at(slider)
+            opened = _slider_attacks(kind, slider, after) & ~_slider_attacks(kind, slider, occupied)
+            for square in chess.scan_forward(opened & victims & ~threatened):
+                if _with_gain(board, square, PIECE_VALUES[kind], after, target, side):
+                    threatened |= chess.BB_SQUARES[square]
+        classes.append(min(chess.popcount(threatened), THREAT_MANY))
+    return classes
+
+
+def _with_gain(
+    board: chess.Board,
+    square: chess.Square,
+    attacker: int,
+    occupied: int,
+    target: chess.Square,
+    side: chess.Color,
+) -> bool:
+    """Whether `side`'s piece on `square`, attacked by a piece worth `attacker`, is worth more
+    or undefended once a move to `target` leaves the board's occupancy `occupied` (a piece of
+    `side` taken on `target` defends nothing)."""
+    if PIECE_VALUES[board.piece_type_at(square)] > attacker:
+        return True
+    return not board.attackers_mask(side, square, occupied) & ~chess.BB_SQUARES[target]

@@ -1,0 +1,85 @@
+"""The threat of a move (model/networks/move_facts.py): what it newly attacks with gain, on
+positions whose answer is known by hand, read off the bitboards as playing the move says on
+random boards, and read by the networks only when their config asks."""
+
+from __future__ import annotations
+
+import chess
+import numpy as np
+import pytest
+
+from core.actions import move_to_index
+from model import config as config_lib
+from model.networks import board_graph, network
+from model.networks.move_facts import (
+    THREAT_MANY,
+    THREAT_NONE,
+    THREAT_ONE,
+    threat_class,
+    threat_classes,
+)
+
+CASES = [
+    # (FEN, move, threat class)
+    ("2r1q1k1/8/8/8/4N3/8/8/6K1 w - - 0 1", "e4d6", THREAT_MANY),  # a knight forks rook and queen
+    ("4k3/8/8/2n5/8/3P4/8/4K3 w - - 0 1", "d3d4", THREAT_ONE),  # a pawn attacks a knight
+    ("4k3/8/2p5/3n4/8/8/8/3BK3 w - - 0 1", "d1b3", THREAT_NONE),  # a defended piece of equal worth
+    ("4k3/8/8/3n4/8/8/8/3BK3 w - - 0 1", "d1b3", THREAT_ONE),  # the same piece undefended
+    ("3q3k/8/8/8/3N4/8/8/3RK3 w - - 0 1", "d4f5", THREAT_ONE),  # a discovered attack on the queen
+    ("3q3k/8/8/8/8/8/8/3RK3 w - - 0 1", "e1e2", THREAT_NONE),  # the queen was attacked before
+    ("3q3k/8/8/8/8/8/8/3RK3 w - - 0 1", "d1d2", THREAT_NONE),  # and still is, by the same rook
+    ("3k4/8/8/8/3n4/8/8/3RK3 w - - 0 1", "d1d4", THREAT_NONE),  # the captured piece is no threat
+    ("4k3/8/8/8/8/8/8/4K2R w K - 0 1", "e1g1", THREAT_NONE),  # castling counts none
+    ("4k3/8/3p4/8/2N5/8/8/4K3 b - - 0 1", "d6d5", THREAT_ONE),  # Black to move
+    ("8/1P5k/8/8/8/8/1r6/4K3 w - - 0 1", "b7b8q", THREAT_ONE),  # the new queen on a loose rook
+    ("4k3/3n4/8/4pP2/8/8/8/4K3 w - e6 0 1", "f5e6", THREAT_ONE),  # en passant
+    ("4k3/8/8/3r4/8/8/8/3QK3 w - - 0 1", "d1d2", THREAT_NONE),  # it was attacked from d1 already
+    ("4k3/8/8/8/1q6/8/8/3QK3 w - - 0 1", "d1d2", THREAT_ONE),  # a loose queen, by the queen
+]
+
+
+@pytest.mark.parametrize(("fen", "uci", "expected"), CASES)
+def test_the_threat_of_known_positions(fen, uci, expected):
+    board = chess.Board(fen)
+    move = chess.Move.from_uci(uci)
+    assert move in board.legal_moves
+    assert threat_class(board, move) == expected
+    assert threat_classes(board, [move]) == [expected]
+
+
+def test_reading_the_bitboards_agrees_with_playing_the_moves():
+    rng = np.random.default_rng(11)
+    seen = np.zeros(3, int)
+    for _ in range(80):
+        board = chess.Board()
+        for _ in range(int(rng.integers(6, 70))):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            board.push(moves[int(rng.integers(len(moves)))])
+        legal = list(board.legal_moves)
+        played = [threat_class(board, move) for move in legal]
+        assert threat_classes(board, legal) == played, board.fen()
+        np.add.at(seen, played, 1)
+    assert seen.sum() > 1_000 and seen[THREAT_ONE] > 50 and seen[THREAT_MANY] > 5, seen
+
+
+def test_the_networks_read_the_threat_only_when_asked():
+    board = chess.Board("2r1q1k1/8/8/8/4N3/8/8/6K1 w - - 0 1")
+    graphs = board_graph.encode_boards([board])
+    moves = graphs.num_moves[0]
+    kinds = graphs.kinds[:moves].astype(np.int64)
+    threats = board_graph.kind_threat(kinds).tolist()
+    by_move = dict(zip(graphs.actions[:moves].tolist(), threats, strict=True))
+    assert by_move[move_to_index("e4d6")] == THREAT_MANY
+    assert by_move[move_to_index("e4c3")] == THREAT_NONE
+    # The attack edges carry no fact of a move.
+    assert (board_graph.kind_threat(graphs.kinds[moves:].astype(np.int64)) == 0).all()
+    for backbone in ("gateau", "squares"):
+        plain = config_lib.from_dict({"model": {"backbone": backbone}, "train": {"target": "bc"}})
+        told = plain.replace(model={"move_threats": True})
+        config_lib.validate(told, check_data=False)
+        assert "threat_embed" in network.param_shapes(told)
+        assert "threat_embed" not in network.param_shapes(plain)
+    with pytest.raises(config_lib.ConfigError, match="move_threats"):
+        config_lib.validate(told.replace(model={"backbone": "transformer"}), check_data=False)
