@@ -104,10 +104,6 @@ class ModelConfig:
     """gateau, squares: a move edge also embeds how many enemy pieces the move newly attacks
     with gain (none, one, two or more: forks and discovered attacks; model/networks/move_facts.py),
     read off the board."""
-    move_escapes: bool = False
-    """gateau, squares: a move edge also embeds whether the moved piece stands en prise before
-    the move (attacked by a cheaper piece, or attacked and undefended;
-    model/networks/move_facts.py), read off the board."""
     attack_bias: bool = False
     """squares: every attention head also adds a learned bias for what the board says of a
     pair of squares (the key's piece moves to or attacks the query's square)."""
@@ -354,10 +350,6 @@ def validate(config: Config, check_data: bool = True) -> Config:
     if m.move_threats and m.backbone not in GRAPH_BACKBONES:
         raise ConfigError(
             f"model.move_threats is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
-        )
-    if m.move_escapes and m.backbone not in GRAPH_BACKBONES:
-        raise ConfigError(
-            f"model.move_escapes is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
         )
     if m.attack_bias and m.backbone != "squares":
         raise ConfigError("model.attack_bias is a feature of the squares backbone's attention")

@@ -16,19 +16,19 @@ Edges of one board, in this order:
    square who controls it, which a move's value depends on (is the destination defended?).
 
 An edge's static features are one integer `kind` = geometry + GEOMETRIES * (promotion +
-PROMOTIONS * (edge type + len(EDGE_TYPES) * (check + 2 * (exchange + 3 * (threat + 3 *
-escape)))))): the geometry is the
+PROMOTIONS * (edge type + len(EDGE_TYPES) * (check + 2 * (exchange + 3 * threat))))): the
+geometry is the
 displacement seen from the side to move (8 queen directions x 7 distances, then 8 knight
 jumps), promotion 0 none, 1-4 q r b n, type 0 a move, 1 an attack of the side to move, 2 an
 attack of the opponent, check 1 for a move that gives check, exchange the sign of the move's
 static exchange on its target square (model/networks/move_facts.py: 0 even, 1 the mover loses
 material, 2 it wins), threat how many enemy pieces the move newly attacks with gain (0, 1, 2 and
-more), escape 1 if the moved piece stands en prise before the move (model/networks/move_facts.py).
-These are facts of the board, as a move's legality is: no move is searched to find them
-(`checking_moves`, `move_facts.exchange_classes`, `threat_classes`, `escape_classes`);
-attack edges have none. Padding is -1. A network reads each only if its config asks for it
-(`model.move_checks`, `model.move_exchanges`, `model.move_threats`, `model.move_escapes`), so
-the models trained before one was there see the kinds they were trained on.
+more: model/networks/move_facts.py). Check, exchange and threat are facts of the board, as a
+move's legality is: no move is searched to find them (`checking_moves`,
+`move_facts.exchange_classes`, `move_facts.threat_classes`); attack edges have none. Padding
+is -1. A network reads each only if its config asks for it (`model.move_checks`,
+`model.move_exchanges`, `model.move_threats`), so the models trained before one was there see
+the kinds they were trained on.
 
 The edge table (`EDGE_FROM`, `EDGE_TO`, `EDGE_PROMOTION`, `EDGE_GEOMETRY`, and back,
 `edge_action`) relates the 1,968 actions of core.actions to (sender, receiver, promotion,
@@ -46,10 +46,8 @@ import numpy as np
 
 from core.actions import ACTIONS, NUM_ACTIONS
 from model.networks.move_facts import (
-    ESCAPE_CLASSES,
     EXCHANGE_CLASSES,
     THREAT_CLASSES,
-    escape_classes,
     exchange_classes,
     threat_classes,
 )
@@ -67,9 +65,8 @@ _QUEEN_DIRECTIONS = ((0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0)
 _KNIGHT_JUMPS = ((1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1), (-1, 2))
 GEOMETRIES = len(_QUEEN_DIRECTIONS) * 7 + len(_KNIGHT_JUMPS)  # 64
 _STATIC_KINDS = GEOMETRIES * PROMOTIONS * len(EDGE_TYPES)
-# * 2: the check bit; * EXCHANGE_CLASSES: the static exchange's sign; * THREAT_CLASSES;
-# * ESCAPE_CLASSES
-NUM_EDGE_KINDS = _STATIC_KINDS * 2 * EXCHANGE_CLASSES * THREAT_CLASSES * ESCAPE_CLASSES
+# * 2: the check bit; * EXCHANGE_CLASSES: the static exchange's sign; * THREAT_CLASSES
+NUM_EDGE_KINDS = _STATIC_KINDS * 2 * EXCHANGE_CLASSES * THREAT_CLASSES
 
 
 def geometry(sender: int, receiver: int) -> int:
@@ -118,9 +115,9 @@ def _edge_table() -> tuple[np.ndarray, ...]:
 EDGE_FROM, EDGE_TO, EDGE_PROMOTION, EDGE_GEOMETRY, _ACTION_OF_EDGE = _edge_table()
 
 
-def edge_kind(geometry_class, promotion, edge_type, check=0, exchange=0, threat=0, escape=0):
+def edge_kind(geometry_class, promotion, edge_type, check=0, exchange=0, threat=0):
     """The packed static feature of an edge (numpy or JAX integers alike)."""
-    facts = check + 2 * (exchange + EXCHANGE_CLASSES * (threat + THREAT_CLASSES * escape))
+    facts = check + 2 * (exchange + EXCHANGE_CLASSES * threat)
     return geometry_class + GEOMETRIES * (
         promotion + PROMOTIONS * (edge_type + len(EDGE_TYPES) * facts)
     )
@@ -149,13 +146,7 @@ def kind_exchange(kind):
 def kind_threat(kind):
     """The threat class (model/networks/move_facts.py) of a packed kind's move, 0 for an attack
     edge (padding: mask it)."""
-    return (kind // (2 * EXCHANGE_CLASSES * _STATIC_KINDS)) % THREAT_CLASSES
-
-
-def kind_escape(kind):
-    """1 where a packed kind's move takes a piece that stands en prise away, else 0 (padding:
-    mask it)."""
-    return kind // (2 * EXCHANGE_CLASSES * THREAT_CLASSES * _STATIC_KINDS)
+    return kind // (2 * EXCHANGE_CLASSES * _STATIC_KINDS)
 
 
 def move_edge(action: int, black_to_move: bool) -> tuple[int, int, int]:
@@ -214,7 +205,7 @@ class Graphs:
     num_moves: np.ndarray  # (N,) int32
     senders: np.ndarray  # (total,) uint8, node index (oriented square)
     receivers: np.ndarray  # (total,) uint8
-    kinds: np.ndarray  # (total,) int32, packed static features
+    kinds: np.ndarray  # (total,) int16, packed static features
     actions: np.ndarray  # (total,) int16, action of a move edge, -1 for an attack edge
 
     @property
@@ -260,7 +251,6 @@ _PROMOTION_INDEX = {None: 0} | {
 _CHECK_BIT = int(edge_kind(0, 0, 0, 1))
 _EXCHANGE_STEP = int(edge_kind(0, 0, 0, 0, 1))
 _THREAT_STEP = int(edge_kind(0, 0, 0, 0, 0, 1))
-_ESCAPE_STEP = int(edge_kind(0, 0, 0, 0, 0, 0, 1))
 
 
 def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool]:
@@ -342,20 +332,14 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
     exchanges = exchange_classes(board, legal, attacked)
     checks = checking_moves(board, legal)
     threats = threat_classes(board, legal)
-    escapes = escape_classes(board, legal)
     facts = {}
     moved = {}  # origin -> the move targets from it, as a bitboard
-    for move, check, exchange, threat, escape in zip(
-        legal, checks, exchanges, threats, escapes, strict=True
-    ):
+    for move, check, exchange, threat in zip(legal, checks, exchanges, threats, strict=True):
         origin, target = move.from_square, move.to_square
         moved[origin] = moved.get(origin, 0) | 1 << target
         action = _ACTION_BY_MOVE[origin][target][_PROMOTION_INDEX[move.promotion]]
         facts[action] = (
-            (_CHECK_BIT if check else 0)
-            + _EXCHANGE_STEP * exchange
-            + _THREAT_STEP * threat
-            + _ESCAPE_STEP * escape
+            (_CHECK_BIT if check else 0) + _EXCHANGE_STEP * exchange + _THREAT_STEP * threat
         )
     actions = sorted(facts)
     senders, receivers, kinds = [], [], []
@@ -397,7 +381,7 @@ def encode_boards(boards: Iterable[chess.Board], edges: Callable = board_edges) 
         num_moves=np.asarray(moves, np.int32),
         senders=np.asarray(senders, np.uint8),
         receivers=np.asarray(receivers, np.uint8),
-        kinds=np.asarray(kinds, np.int32),
+        kinds=np.asarray(kinds, np.int16),
         actions=np.asarray(actions, np.int16),
     )
 
@@ -412,7 +396,7 @@ def concatenate(parts: Sequence[Graphs]) -> Graphs:
         num_moves=np.concatenate([np.zeros(0, np.int32), *(p.num_moves for p in parts)]),
         senders=np.concatenate([np.zeros(0, np.uint8), *(p.senders for p in parts)]),
         receivers=np.concatenate([np.zeros(0, np.uint8), *(p.receivers for p in parts)]),
-        kinds=np.concatenate([np.zeros(0, np.int32), *(p.kinds for p in parts)]),
+        kinds=np.concatenate([np.zeros(0, np.int16), *(p.kinds for p in parts)]),
         actions=np.concatenate([np.zeros(0, np.int16), *(p.actions for p in parts)]),
     )
 

@@ -14,7 +14,6 @@ import chess
 from model.networks.board_graph import (
     _ACTION_BY_MOVE,
     _CHECK_BIT,
-    _ESCAPE_STEP,
     _EXCHANGE_STEP,
     _GEOMETRY_OF,
     _MOVE_EDGES,
@@ -29,7 +28,7 @@ from model.networks.board_graph import (
     checking_moves,
     encode_boards,
 )
-from model.networks.move_facts import en_prise, exchange_class, threat_class
+from model.networks.move_facts import exchange_class, threat_class
 
 
 def reference_board_edges(
@@ -45,8 +44,7 @@ def reference_board_edges(
             _ACTION_BY_MOVE[move.from_square][move.to_square][_PROMOTION_INDEX[move.promotion]],
             (_CHECK_BIT if check else 0)
             + _EXCHANGE_STEP * exchange_class(board, move)
-            + _THREAT_STEP * threat_class(board, move)
-            + _ESCAPE_STEP * en_prise(board, move.from_square),
+            + _THREAT_STEP * threat_class(board, move),
         )
         for move, check in zip(legal, checking_moves(board, legal), strict=True)
     )

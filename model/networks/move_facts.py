@@ -16,11 +16,6 @@ which did not attack them before (the moved piece from its target, or a slider w
 move opens) and that are worth more than that attacker or have no defender. None, one, or two
 and more (a fork or double attack). It looks at the mover's own next captures and at who
 defends their targets, as the exchange does; no reply of the opponent is considered.
-
-Whether a move escapes is whether its piece stands en prise where it is, before the move:
-attacked by a cheaper piece of the opponent, or attacked and defended by none (the king never
-is: a king in check is the check's business). With the exchange on the target square it says
-whether the move saves a piece, and where to.
 """
 
 from __future__ import annotations
@@ -40,7 +35,6 @@ EXCHANGE_CLASSES = 3
 # The threat as a class: how many enemy pieces the move newly attacks with gain, capped.
 THREAT_NONE, THREAT_ONE, THREAT_MANY = range(3)
 THREAT_CLASSES = 3
-ESCAPE_CLASSES = 2  # the moved piece stands en prise (1) or not (0)
 
 
 def static_exchange(board: chess.Board, move: chess.Move) -> int:
@@ -272,30 +266,3 @@ def _with_gain(
     if PIECE_VALUES[board.piece_type_at(square)] > attacker:
         return True
     return not board.attackers_mask(side, square, occupied) & ~chess.BB_SQUARES[target]
-
-
-def en_prise(board: chess.Board, square: chess.Square) -> bool:
-    """Whether the piece on `square` (not a king) is attacked by a cheaper piece of the other
-    side, or attacked by it and defended by none of its own side; pins and x-rays aside."""
-    piece = board.piece_at(square)
-    if piece is None or piece.piece_type == chess.KING:
-        return False
-    attackers = board.attackers_mask(not piece.color, square)
-    if not attackers:
-        return False
-    if not board.attackers_mask(piece.color, square):
-        return True
-    value = PIECE_VALUES[piece.piece_type]
-    return any(PIECE_VALUES[board.piece_type_at(a)] < value for a in chess.scan_forward(attackers))
-
-
-def escape_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]:
-    """1 for each of `moves` whose piece stands en prise (`en_prise`) before it, else 0."""
-    hanging = {}
-    out = []
-    for move in moves:
-        origin = move.from_square
-        if origin not in hanging:
-            hanging[origin] = int(en_prise(board, origin))
-        out.append(hanging[origin])
-    return out
