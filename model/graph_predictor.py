@@ -12,6 +12,7 @@ evaluation swaps them).
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -143,10 +144,16 @@ class GraphRunner:
         self.fixed = (sizes, WARM_WIDTHS)
         return [(s, w) for s in sizes for w in WARM_WIDTHS] + [(1, self.widest)]
 
-    def warm_up(self, params, max_boards: int, widths: Sequence[int] = WARM_WIDTHS) -> list:
+    def warm_up(
+        self,
+        params,
+        max_boards: int,
+        widths: Sequence[int] = WARM_WIDTHS,
+        stop: threading.Event | None = None,
+    ) -> list:
         """Compiles now the (boards, edges) shapes that calls on at most `max_boards` boards
         of real games use (the edge widths `widths`), so no move of a game waits for XLA;
-        returns them."""
+        returns them. `stop`: as `compile`'s."""
         sizes = sorted(
             {
                 min(self.max_boards, 1 << max(0, n - 1).bit_length())
@@ -154,15 +161,21 @@ class GraphRunner:
             }
         )
         shapes = [(size, width) for size in sizes for width in widths]
-        self.compile(params, shapes)
+        self.compile(params, shapes, stop)
         return shapes
 
-    def compile(self, params, shapes: Sequence[tuple[int, int]]) -> None:
+    def compile(
+        self, params, shapes: Sequence[tuple[int, int]], stop: threading.Event | None = None
+    ) -> None:
         """Compiles the network for each (boards, edges) shape, two at a time (XLA compiles
-        one shape on one core)."""
+        one shape on one core). Once `stop` is set the shapes not yet begun are skipped (they
+        compile when first called), so a thread compiling in the background can be ended
+        within a shape's compile."""
         fn = self._log_probs if self.config.target == "bc" else self._both
 
         def one(shape: tuple[int, int]) -> None:
+            if stop is not None and stop.is_set():
+                return
             size, width = shape
             states = np.zeros((size, SEQUENCE_LENGTH), np.int32)
             edges = np.zeros((size, width), np.int32)

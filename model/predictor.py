@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
@@ -180,14 +181,18 @@ class Predictor:
             return sorted({size for rows in enough for size in pass_sizes(rows, step)})
         return sorted({self._padded_size(n) for n in range(1, min(max_rows, self.max_batch) + 1)})
 
-    def warm_up(self, max_boards: int | None = None) -> list[int]:
+    def warm_up(
+        self, max_boards: int | None = None, stop: threading.Event | None = None
+    ) -> list[int]:
         """Compiles now every batch shape that a move_values call on at most `max_boards`
         boards can need (default: any call), so that no later call waits for XLA; returns
         those shapes, ascending. An engine that scores one board per move passes 1: up to
         MAX_LEGAL_MOVES rows for AV (one per move) and SV (one per successor), one row for
-        BC. The shapes come from `batch_shapes`, which follows `_run`."""
+        BC. The shapes come from `batch_shapes`, which follows `_run`. Once `stop` is set,
+        the shapes not yet begun are skipped (a background compile ended early)."""
         if self._graph is not None:  # gateau: one row per board, shapes of (boards, edges)
-            return self._graph.warm_up(self.params, max_boards or self._graph.max_boards)
+            size = max_boards or self._graph.max_boards
+            return self._graph.warm_up(self.params, size, stop=stop)
         kind = self.config.target_kind
         rows = self.max_batch if max_boards is None else max(1, max_boards) * kind.rows_per_board
         shapes = self.batch_shapes(rows)
@@ -195,6 +200,8 @@ class Predictor:
         with_actions = kind.takes_action
 
         def compile_shape(size: int) -> None:
+            if stop is not None and stop.is_set():
+                return
             states = np.zeros((size, SEQUENCE_LENGTH), np.int32)
             self._run(fn, states, np.zeros(size, np.int32) if with_actions else None)
 
@@ -202,16 +209,18 @@ class Predictor:
         list(_pass_pool().map(compile_shape, shapes))
         return shapes
 
-    def fix_shapes(self, max_boards: int, compile_now: bool = True) -> list:
+    def fix_shapes(
+        self, max_boards: int, compile_now: bool = True, stop: threading.Event | None = None
+    ) -> list:
         """From now on, calls on at most `max_boards` boards use only a few batch shapes,
         and (with `compile_now`) all are compiled now: a search then never waits for XLA.
         The row passes of a CPU are such a set already; the gateau backbone pads its boards
-        to them (GraphRunner.fixed_shapes). Returns the shapes."""
+        to them (GraphRunner.fixed_shapes). Returns the shapes. `stop`: as `warm_up`'s."""
         if self._graph is None:
-            return self.warm_up(max_boards) if compile_now else []
+            return self.warm_up(max_boards, stop) if compile_now else []
         shapes = self._graph.fixed_shapes(max_boards)
         if compile_now:
-            self._graph.compile(self.params, shapes)
+            self._graph.compile(self.params, shapes, stop)
         return shapes
 
     def _scoring_fn(self):

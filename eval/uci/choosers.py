@@ -203,6 +203,7 @@ class SearchChooser:
         simulations: int,
         seed: int,
         ready: threading.Event | None = None,
+        end_compiling: Callable[[], None] | None = None,
     ):
         self.policy = policy
         self.search = search
@@ -213,6 +214,8 @@ class SearchChooser:
             ready = threading.Event()
             ready.set()
         self.ready = ready  # set once every batch shape of the search is compiled
+        # Ends the compiling thread behind `ready` (eval/uci/factories.py) when closed.
+        self._end_compiling = end_compiling
         self._games = 0
         self._restarts = 0  # trees started afresh beside a worker still busy
         self._worker: threading.Thread | None = None
@@ -379,6 +382,8 @@ class SearchChooser:
         self.policy.new_game()
 
     def close(self) -> None:
+        if self._end_compiling is not None:
+            self._end_compiling()
         self.policy.close()
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+from collections.abc import Callable
 from typing import Literal, Protocol
 
 import chess
@@ -89,8 +90,10 @@ class NeuralFactory:
         except ValueError as e:  # a BC model without a value model: its policy plays
             policy.warning = f"Simulations {options.simulations} ignored: {e}"
             return policy
-        ready = self._compile_search([predictor, value_model], options.search_batch)
-        return SearchChooser(policy, search, options.simulations, options.seed, ready)
+        ready, end = self._compile_search([predictor, value_model], options.search_batch)
+        return SearchChooser(
+            policy, search, options.simulations, options.seed, ready, end_compiling=end
+        )
 
     def _value_model(self, predictor, options: UciOptions, warm: bool = True):
         """(the value model, None) beside a BC policy (UciOptions.value_model_path); (None,
@@ -111,11 +114,14 @@ class NeuralFactory:
             return None, f"ValueFile {resolved.path!r} is a BC model, not an AV or SV one"
         return value_model, None
 
-    def _compile_search(self, models: list, boards: int) -> threading.Event:
+    def _compile_search(self, models: list, boards: int) -> tuple[threading.Event, Callable]:
         """Fixes the models' search shapes now and compiles them in a thread of its own
-        (at once without warm-up); the event is set when they are compiled. A model's
-        1-board shapes come first: the value model's score of a policy move needs them."""
-        ready = threading.Event()
+        (at once without warm-up). Returns an event set when they are compiled, and a
+        function that ends the compiling early: the shapes not yet begun are skipped, those
+        in hand finished, and the thread joined, so that no thread is inside XLA when the
+        engine exits (the interpreter's end would abort it). A model's 1-board shapes come
+        first: the value model's score of a policy move needs them."""
+        ready, stop = threading.Event(), threading.Event()
         models = [model for model in models if model is not None]
 
         def compile_all() -> None:
@@ -124,25 +130,36 @@ class NeuralFactory:
             sys.setswitchinterval(COMPILE_SWITCH_INTERVAL)
             try:
                 for model in models:
-                    self._fix_shapes(model, boards)
-                    self._warmed.add(id(model))
+                    if stop.is_set():
+                        break
+                    self._fix_shapes(model, boards, stop)
+                    if not stop.is_set():
+                        self._warmed.add(id(model))
             finally:  # a shape that failed to compile fails again in the search, reported
                 sys.setswitchinterval(_SWITCH_INTERVAL)
                 ready.set()
 
-        if self.warm_up:
-            threading.Thread(target=compile_all, name="search-compile", daemon=True).start()
-        else:
+        if not self.warm_up:
             compile_all()
-        return ready
+            return ready, lambda: None
+        thread = threading.Thread(target=compile_all, name="search-compile", daemon=True)
+        thread.start()
 
-    def _fix_shapes(self, predictor, boards: int) -> None:
+        def end() -> None:
+            stop.set()
+            thread.join()
+
+        return ready, end
+
+    def _fix_shapes(self, predictor, boards: int, stop: threading.Event | None = None) -> None:
         """Fixes the model's batch shapes for `boards` leaves per network call and compiles
         them all (unless warm-up is off), once per model and batch: from then on no search
-        waits for XLA, however its batches and boards vary."""
+        waits for XLA, however its batches and boards vary. Ended by `stop`, the shapes left
+        compile when first used, and the model counts as not yet compiled."""
         if self._fixed.get(id(predictor)) != boards:
-            predictor.fix_shapes(boards, compile_now=self.warm_up)
-            self._fixed[id(predictor)] = boards
+            predictor.fix_shapes(boards, compile_now=self.warm_up, stop=stop)
+            if stop is None or not stop.is_set():
+                self._fixed[id(predictor)] = boards
 
     def _load(self, path: str, options: UciOptions, warm: bool = True):
         """The model at `path`, loaded once; with `warm` (and warm-up on) its shapes for

@@ -94,3 +94,23 @@ def test_short_clocks_always_give_the_mate(uci_process, tmp_path):
         lines, move = engine.go(f"go wtime {clock} btime {clock}")
         assert move == MATE and not any("random" in line for line in lines), (clock, lines)
     assert engine.finish()[0] == 0
+
+
+@pytest.mark.parametrize("ending", ["quit", "end of input"])
+def test_the_engine_ends_cleanly_while_its_search_still_compiles(uci_process, tmp_path, ending):
+    """`quit`, or the GUI closing the pipe, right after `readyok`, while the search's batch
+    shapes still compile in their thread: the engine waits for the shapes in hand, skips the
+    rest and exits with status 0 (a compile thread still in XLA at the interpreter's exit
+    aborted it: status -6, "terminate called without an active exception")."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    engine = uci_process([sys.executable, "-m", "eval.uci"], cwd=tmp_path, env=env)
+    engine.send("uci", "setoption name Simulations value 100000")
+    engine.ready()
+    engine.send("ucinewgame", f"position fen {MATE_IN_ONE}")
+    lines, move = engine.go("go wtime 20 btime 20")  # the policy's move: still compiling
+    assert move == MATE, lines
+    if ending == "quit":
+        engine.send("quit")
+    code, stderr = engine.finish()
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "terminate" not in stderr, stderr
