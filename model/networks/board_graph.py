@@ -49,6 +49,7 @@ from model.networks.move_facts import (
     EXCHANGE_CLASSES,
     THREAT_CLASSES,
     exchange_classes,
+    is_rare_move,
     threat_classes,
 )
 from runtime.workers import SPAWN, worker_start
@@ -289,16 +290,11 @@ def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool
         blockers = chess.between(king, sniper) & occupied
         if blockers & mine and blockers & (blockers - 1) == 0:
             uncovers[blockers.bit_length() - 1] = chess.BB_RAYS[king][sniper]
-    ep_square = board.ep_square
     checks = []
     for move in moves:
         origin, target = move.from_square, move.to_square
         piece = board.piece_type_at(origin)
-        if (
-            move.promotion
-            or (piece == chess.KING and board.is_castling(move))
-            or (piece == chess.PAWN and target == ep_square)
-        ):
+        if is_rare_move(board, move, piece):
             checks.append(board.gives_check(move))
             continue
         check = attacks_king_from[piece] >> target & 1

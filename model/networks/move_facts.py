@@ -165,6 +165,16 @@ def _swap(
     return EXCHANGE_WINS if gains[0] > 0 else EXCHANGE_LOSES if gains[0] < 0 else EXCHANGE_EVEN
 
 
+def is_rare_move(board: chess.Board, move: chess.Move, piece: chess.PieceType) -> bool:
+    """Whether `move` (legal on `board`, moving a `piece`) is a promotion, a castling or an en
+    passant capture: the moves whose facts are found by playing them, not off the bitboards."""
+    return bool(
+        move.promotion
+        or (piece == chess.KING and board.is_castling(move))
+        or (piece == chess.PAWN and move.to_square == board.ep_square)
+    )
+
+
 def threat_class(board: chess.Board, move: chess.Move) -> int:
     """THREAT_NONE, THREAT_ONE or THREAT_MANY: the enemy pieces other than the king that
     `move` (legal on `board`) newly attacks with gain, found by playing it. An attacker is
@@ -210,19 +220,14 @@ def threat_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]
     mover, side = board.turn, not board.turn
     occupied = board.occupied
     targets = board.occupied_co[side] & ~board.kings
-    ep_square = board.ep_square
     sliders = (board.bishops | board.rooks | board.queens) & board.occupied_co[mover]
     seen_from = {}  # origin -> the mover's sliders that attack it
+    before = {}  # origin -> the attacks of the piece standing there
     classes = []
     for move in moves:
         origin, target = move.from_square, move.to_square
         piece = board.piece_type_at(origin)
-        if (
-            move.promotion
-            or (piece == chess.KING and target - origin in (2, -2))
-            or (piece == chess.PAWN and target == ep_square)
-            or board.occupied_co[mover] >> target & 1  # Chess960 castling
-        ):
+        if is_rare_move(board, move, piece):
             classes.append(threat_class(board, move))
             continue
         after = occupied & ~chess.BB_SQUARES[origin] | chess.BB_SQUARES[target]
@@ -237,7 +242,10 @@ def threat_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]
             attacks = _slider_attacks(piece, target, after)
         threatened = 0
         value = PIECE_VALUES[piece]
-        for square in chess.scan_forward(attacks & ~board.attacks_mask(origin) & victims):
+        # Per origin, not per move: a piece's own attacks from where it stands.
+        if origin not in before:
+            before[origin] = board.attacks_mask(origin)
+        for square in chess.scan_forward(attacks & ~before[origin] & victims):
             if _with_gain(board, square, value, after, target, side):
                 threatened |= chess.BB_SQUARES[square]
         if origin not in seen_from:
