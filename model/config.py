@@ -104,6 +104,10 @@ class ModelConfig:
     """gateau, squares: a move edge also embeds how many enemy pieces the move newly attacks
     with gain (none, one, two or more: forks and discovered attacks; model/networks/move_facts.py),
     read off the board."""
+    policy_value: bool = False
+    """gateau, squares with target bc: a value head beside the policy on the same trunk, trained
+    on each board's state win probability (train.value_weight x its cross-entropy over
+    train.num_bins bins), so that one network gives the move and the value."""
     attack_bias: bool = False
     """squares: every attention head also adds a learned bias for what the board says of a
     pair of squares (the key's piece moves to or attacks the query's square)."""
@@ -144,6 +148,8 @@ class TrainConfig:
     """av, sv: soft HL-Gauss targets over the bins instead of one-hot."""
     hl_gauss_sigma_ratio: float = 0.75
     """The HL-Gauss sigma, in units of the bin width."""
+    value_weight: float = 1.0
+    """model.policy_value: the value head's cross-entropy's weight (>= 0) beside the policy's."""
     av_partial: bool = False
     """av: also train on partial boards (only some moves valued), left out by default."""
     dtype: str = "auto"
@@ -351,6 +357,13 @@ def validate(config: Config, check_data: bool = True) -> Config:
         raise ConfigError(
             f"model.move_threats is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
         )
+    if m.policy_value and (m.backbone not in GRAPH_BACKBONES or t.target != "bc"):
+        raise ConfigError(
+            "model.policy_value is a value head beside the BC policy of "
+            f"{' and '.join(GRAPH_BACKBONES)} (backbone {m.backbone!r}, target {t.target!r})"
+        )
+    if t.value_weight < 0:
+        raise ConfigError(f"train.value_weight must be >= 0, got {t.value_weight}")
     if m.attack_bias and m.backbone != "squares":
         raise ConfigError("model.attack_bias is a feature of the squares backbone's attention")
     if t.target not in TARGETS:

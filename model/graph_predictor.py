@@ -53,10 +53,14 @@ def _compiled(model: ModelConfig, target: str, num_bins: int, dtype: str):
     compute = compute_dtype(dtype)
 
     def log_probs(params, states, senders, receivers, kinds):
-        return net.apply(cast(params, compute), states, senders, receivers, kinds)
+        out = net.apply(cast(params, compute), states, senders, receivers, kinds)
+        return out[0] if isinstance(out, tuple) else out  # the policy of a policy-value net
 
     def both(params, *inputs):
-        out = log_probs(params, *inputs)
+        out = net.apply(cast(params, compute), *inputs)
+        if isinstance(out, tuple):  # a policy and, beside it, the board's value bins
+            policy, board_value = out
+            return policy, bins.expected_value(board_value)
         return out, (bins.expected_value(out) if target_kind(target).value_head else out)
 
     return jax.jit(log_probs), jax.jit(both)
@@ -84,7 +88,9 @@ class GraphRunner:
     ) -> list:
         """Per board, the network's output cut to the board's edges: AV (edges, K) log-probs
         (with `both`, a pair of that and (edges,) values), SV (K,) (and the value), BC
-        (edges,) log-probs over its move edges (-inf elsewhere)."""
+        (edges,) log-probs over its move edges (-inf elsewhere; with `both`, a pair of that and
+        the board's value where the model has a value head beside its policy, else twice the
+        log-probs)."""
         if graphs is None:
             graphs = board_graph.encode_fens(fens)
         fn: Callable = self._both if both else self._log_probs
@@ -171,16 +177,20 @@ class GraphRunner:
         one shape on one core). Once `stop` is set the shapes not yet begun are skipped (they
         compile when first called), so a thread compiling in the background can be ended
         within a shape's compile."""
-        fn = self._log_probs if self.config.target == "bc" else self._both
+        # A policy's moves; a value model's values; a policy with a value beside it, both.
+        fns = [self._log_probs] if self.config.target == "bc" else [self._both]
+        if self.config.model.policy_value:
+            fns.append(self._both)
 
         def one(shape: tuple[int, int]) -> None:
-            if stop is not None and stop.is_set():
-                return
             size, width = shape
             states = np.zeros((size, SEQUENCE_LENGTH), np.int32)
             edges = np.zeros((size, width), np.int32)
             kinds = np.full((size, width), board_graph.PAD_KIND, np.int32)
-            jax.block_until_ready(fn(params, states, edges, edges, kinds))
+            for fn in fns:
+                if stop is not None and stop.is_set():
+                    return
+                jax.block_until_ready(fn(params, states, edges, edges, kinds))
 
         with ThreadPoolExecutor(2, thread_name_prefix="graph-compile") as pool:
             list(pool.map(one, shapes))

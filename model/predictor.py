@@ -345,9 +345,23 @@ class Predictor:
         values = self._run(self._scoring_fn(), states, actions, board_rows=lengths)
         return np.split(values, np.cumsum(lengths)[:-1])
 
+    @property
+    def values_boards(self) -> bool:
+        """Whether `state_values` answers: an SV model, or a BC policy with a value head beside
+        it (model.policy_value)."""
+        kind = self.config.target_kind
+        return kind is SV or (kind is BC and self.config.model.policy_value)
+
     def state_values(self, fens: Sequence[str]) -> np.ndarray:
-        """SV: (N,) predicted win probability of the side to move."""
-        self._require(SV, "state_values")
+        """SV, or BC with a value head beside the policy: (N,) predicted win probability of
+        the side to move."""
+        if self.config.target_kind is BC and not self.values_boards:
+            raise TargetError(
+                "state_values needs an SV model or a BC policy with a value head beside it "
+                "(model.policy_value); this one is a BC policy without one"
+            )
+        if not self.values_boards:
+            self._require(SV, "state_values")
         if len(fens) == 0:
             return np.zeros(0, np.float32)
         if self._graph is not None:

@@ -8,7 +8,8 @@ a value, in one batched predictor call per model for all the leaves of a batch.
   search has visited it.
 - A BC model with an AV or SV value model (`PolicyValueEvaluator`, AlphaZero's policy and
   value pair): priors are the policy renormalised over the legal moves; the value is the
-  value model's state value (SV) or its best action value (AV).
+  value model's state value (SV) or its best action value (AV). A BC model with a value
+  head beside its policy (model.policy_value) is its own value model where none is given.
 
 All values are win probabilities for the side to move of the board evaluated. The search
 never asks about finished games (it scores those exactly by core.game_end).
@@ -42,7 +43,7 @@ class LeafEvaluation:
 class LeafEvaluator(Protocol):
     """Evaluates the search's leaves, a batch at a time (one network call per model)."""
 
-    target: str  # "av", "sv" or "bc+av"/"bc+sv": for names and reports
+    target: str  # "av", "sv", "bc+av"/"bc+sv" or "bc+value" (its own): for names and reports
 
     def evaluate(self, boards: Sequence[chess.Board]) -> list[LeafEvaluation]: ...
 
@@ -110,21 +111,30 @@ class ValueEvaluator:
         return out
 
 
+def _values_boards(predictor: ModelPredictor) -> bool:
+    """An SV model, or a BC policy with a value head beside it (model.policy_value)."""
+    return bool(getattr(predictor, "values_boards", _target(predictor) == "sv"))
+
+
 class PolicyValueEvaluator:
-    """A BC policy for the priors and an AV or SV model for the value (AlphaZero's pair)."""
+    """A BC policy for the priors and an AV or SV model for the value (AlphaZero's pair), or
+    the policy's own value head (one model, `value` the policy itself)."""
 
     def __init__(self, policy: ModelPredictor, value: ModelPredictor):
         if target_kind(_target(policy)).value_head:
             raise ValueError(f"the policy model must be BC, not {_target(policy)!r}")
-        if not target_kind(_target(value)).value_head:
+        own = value is policy
+        if own and not _values_boards(policy):
+            raise ValueError("this BC model has no value head beside its policy")
+        if not own and not target_kind(_target(value)).value_head:
             raise ValueError(f"the value model must be AV or SV, not {_target(value)!r}")
         self.policy = policy
         self.value = value
-        self.target = f"bc+{_target(value)}"
+        self.target = "bc+value" if own else f"bc+{_target(value)}"
 
     def evaluate(self, boards: Sequence[chess.Board]) -> list[LeafEvaluation]:
         policies = self.policy.move_values(boards)
-        if not target_kind(_target(self.value)).takes_action:  # it values boards
+        if _values_boards(self.value):  # it values boards
             values = self.value.state_values([board.fen() for board in boards])
         else:
             values = [float(np.max(v)) for _, v in self.value.move_values(boards)]
@@ -148,6 +158,8 @@ def make_evaluator(
     the problem for a BC model without a value model or a value model beside an AV/SV one."""
     target = _target(predictor)
     if not target_kind(target).value_head:
+        if value_predictor is None and _values_boards(predictor):
+            return PolicyValueEvaluator(predictor, predictor)  # its own value head
         if value_predictor is None:
             raise ValueError("a BC model needs a value model to search (value=RUN: AV or SV)")
         return PolicyValueEvaluator(predictor, value_predictor)

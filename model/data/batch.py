@@ -23,6 +23,9 @@ class Batch(NamedTuple):
     receivers: Array | None = None
     kinds: Array | None = None
     target_mask: Array | None = None  # (b, E) bool: the valued move edges (gateau AV)
+    # (b,) int32: the board's state value bin for a value head beside the policy, -1 where
+    # the board has none (model.policy_value).
+    value_targets: Array | None = None
 
     def arrays(self) -> dict[str, Array]:
         """The fields in use, by name."""

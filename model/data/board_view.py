@@ -152,4 +152,12 @@ class BoardBatches(Batches):
             targets = bins.hl_gauss_targets(view.value[items], s.num_bins, s.hl_gauss_sigma_ratio)
         else:
             targets = view.label[items]
-        return Batch(self.data.states[board], targets, target_mask=mask, **edges)
+        value_targets = None
+        if s.board_values:
+            value = self.data.state_win_probs[board]
+            has = ~np.isnan(value)
+            value_targets = np.where(has, bins.to_bins(np.where(has, value, 0.0), s.num_bins), -1)
+            value_targets = value_targets.astype(np.int32)
+        return Batch(
+            self.data.states[board], targets, target_mask=mask, value_targets=value_targets, **edges
+        )

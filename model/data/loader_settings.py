@@ -21,6 +21,9 @@ class LoaderSettings:
     sampler: str = "uniform"  # uniform | weighted (by the board's `count`)
     hl_gauss: bool = False  # soft HL-Gauss targets over the bins instead of one bin
     hl_gauss_sigma_ratio: float = 0.75
+    # BC boards also carry their state value's bin (`Batch.value_targets`) for a value head
+    # beside the policy (model.policy_value).
+    board_values: bool = False
     av_partial: bool = False  # AV keeps the boards with only some moves valued
     prefetch: int = 4
     process_index: int = 0

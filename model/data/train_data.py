@@ -33,6 +33,7 @@ def loader_settings(config: Config) -> LoaderSettings:
         hl_gauss=t.hl_gauss,
         hl_gauss_sigma_ratio=t.hl_gauss_sigma_ratio,
         av_partial=t.av_partial,
+        board_values=config.model.policy_value,
         prefetch=t.prefetch,
         process_index=jax.process_index(),
         process_count=jax.process_count(),

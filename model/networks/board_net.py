@@ -143,6 +143,13 @@ def mlp(x: jax.Array, hidden: int, out: int, name: str, zero_out: bool = False) 
         return hk.Linear(out, w_init=w_init, name="out")(y)
 
 
+def value_log_probs(board: jax.Array, width: int, num_bins: int) -> jax.Array:
+    """(B, num_bins) log-probabilities of the board's win probability bins from its pooled
+    (B, width) vector: the value head of an SV network, or the one beside a policy."""
+    logits = mlp(board, 2 * width, num_bins, "value_head", zero_out=True)
+    return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+
+
 def example_inputs(batch: int = 1, edges: int = 64) -> tuple[np.ndarray, ...]:
     """Zero inputs of the right shapes for init and shape inference (one move edge each)."""
     kinds = np.full((batch, edges), board_graph.PAD_KIND, np.int32)

@@ -130,8 +130,7 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     board = jnp.einsum("bn,bnd->bd", pool, hk.Linear(width, name="pool_value")(hn))
     kind = target_kind(target)
     if not kind.per_edge_output:  # one value per board
-        logits = mlp(board, 2 * width, num_bins, "value_head", zero_out=True)
-        return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        return board_net.value_log_probs(board, width, num_bins)
 
     edges = (
         layer_norm(e, "final_edge_norm")
@@ -143,7 +142,10 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     logits = mlp(edges, 2 * width, 1, "policy_head", zero_out=True)[..., 0].astype(jnp.float32)
     moves = valid & (edge_type == board_graph.MOVE)
     logits = jnp.where(moves, logits, -jnp.inf)
-    return jax.nn.log_softmax(logits, axis=-1, where=moves)
+    policy = jax.nn.log_softmax(logits, axis=-1, where=moves)
+    if model.policy_value:  # and the board's value from the same pooled trunk
+        return policy, board_net.value_log_probs(board, width, num_bins)
+    return policy
 
 
 # build(config), init_params(config, seed=None), param_shapes(config): model/networks/board_net.py.

@@ -126,8 +126,7 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     pool = jax.nn.softmax(hk.Linear(1, name="pool_logit")(hn)[..., 0], axis=-1)  # (B, 64)
     board = jnp.einsum("bn,bnd->bd", pool, hk.Linear(width, name="pool_value")(hn))
     if not kind.per_edge_output:  # one value per board
-        logits = mlp(board, 2 * width, num_bins, "value_head", zero_out=True)
-        return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        return board_net.value_log_probs(board, width, num_bins)
 
     packed = jnp.maximum(kinds, 0)  # padding's -1 would unpack to garbage indices
     _, promotion, edge_type = board_graph.unpack_kind(packed)
@@ -156,7 +155,10 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     logits = (origin * target_).sum(-1).astype(jnp.float32) / np.sqrt(width)
     moves = valid & (edge_type == board_graph.MOVE)
     logits = jnp.where(moves, logits, -jnp.inf)
-    return jax.nn.log_softmax(logits, axis=-1, where=moves)
+    policy = jax.nn.log_softmax(logits, axis=-1, where=moves)
+    if model.policy_value:  # and the board's value from the same pooled trunk
+        return policy, board_net.value_log_probs(board, width, num_bins)
+    return policy
 
 
 # build(config), init_params(config, seed=None), param_shapes(config): model/networks/board_net.py.

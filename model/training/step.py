@@ -93,6 +93,7 @@ def _make_graph_loss(config: Config) -> Callable:
     board's move edges. `values_per_board` is the number of labels a board carried."""
     model = network.graph_module(config).build(config)
     dtype = compute_dtype(config.train.dtype)
+    value_weight = config.train.value_weight
 
     def loss(params, batch: Batch):
         log_probs = model.apply(
@@ -102,6 +103,10 @@ def _make_graph_loss(config: Config) -> Callable:
             batch.receivers,
             batch.kinds,
         )
+        value_metrics = {}
+        if isinstance(log_probs, tuple):  # a policy with a value head beside it
+            log_probs, value_log_probs = log_probs
+            value_nll, value_metrics = _board_value_loss(value_log_probs, batch.value_targets)
         nll, hard = _cross_entropy(log_probs, batch.targets)
         right = jnp.argmax(log_probs, axis=-1) == hard
         if batch.target_mask is not None:
@@ -112,9 +117,25 @@ def _make_graph_loss(config: Config) -> Callable:
             per_board = count / mask.shape[0]
         else:
             mean, accuracy, per_board = nll.mean(), right.mean(), jnp.float32(1.0)
-        return mean, {"loss": mean, "accuracy": accuracy, "values_per_board": per_board}
+        metrics = {"loss": mean, "accuracy": accuracy, "values_per_board": per_board}
+        if value_metrics:
+            metrics["policy_loss"] = mean
+            mean = mean + value_weight * value_nll
+            metrics["loss"] = mean
+        return mean, {**metrics, **value_metrics}
 
     return loss
+
+
+def _board_value_loss(log_probs: jax.Array, targets: jax.Array) -> tuple[jax.Array, dict]:
+    """The value head's mean cross-entropy over the boards with a state value (bin >= 0),
+    and its metrics: `value_loss` and `value_accuracy` (the right bin)."""
+    has = targets >= 0
+    count = jnp.maximum(has.sum(), 1)
+    nll, _ = _cross_entropy(log_probs, jnp.maximum(targets, 0))
+    mean = jnp.where(has, nll, 0.0).sum() / count
+    right = (jnp.argmax(log_probs, axis=-1) == targets) & has
+    return mean, {"value_loss": mean, "value_accuracy": right.sum() / count}
 
 
 def make_train_step(config: Config, optimizer: optax.GradientTransformation) -> Callable:

@@ -1,0 +1,162 @@
+"""A value head beside the BC policy (model.policy_value): the config's rules, the boards'
+value bins in the batches, the loss (policy + weight x value, the value over the boards that
+have one), training through the unchanged trainer, and one model that the search asks for both
+its priors and its values."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import chess
+import jax
+import numpy as np
+import pytest
+
+from core import bins
+from eval.agents.evaluators import PolicyValueEvaluator, make_evaluator
+from model import config as config_lib
+from model.data.board_view import BoardBatches
+from model.data.loader import load_boards
+from model.data.loader_settings import LoaderSettings
+from model.networks import gateau, squares
+from model.predictor import Predictor, TargetError
+from model.training.step import make_loss
+from model.training.train import train
+
+NETWORKS = {"gateau": gateau, "squares": squares}
+
+
+def tiny(backbone: str = "gateau", policy_value: bool = True, **train) -> config_lib.Config:
+    return config_lib.from_dict(
+        {
+            "model": {
+                "backbone": backbone,
+                "num_layers": 2,
+                "embedding_dim": 16,
+                "num_heads": 2,
+                "widening_factor": 2,
+                "policy_value": policy_value,
+            },
+            "train": {"target": "bc", "num_bins": 16, "seed": 3, "dtype": "float32", **train},
+        }
+    )
+
+
+def noisy_params(config: config_lib.Config):
+    rng = np.random.default_rng(1)
+    return jax.tree_util.tree_map(
+        lambda x: (0.3 * rng.standard_normal(x.shape)).astype(np.float32),
+        NETWORKS[config.model.backbone].param_shapes(config),
+    )
+
+
+@pytest.mark.parametrize(
+    "model, train, message",
+    [
+        ({"backbone": "transformer"}, {"target": "bc"}, "value head beside the BC policy"),
+        ({"backbone": "gateau"}, {"target": "av"}, "target 'av'"),
+        ({"backbone": "gateau"}, {"target": "sv"}, "target 'sv'"),
+        ({"backbone": "gateau"}, {"target": "bc", "value_weight": -1.0}, "value_weight"),
+    ],
+)
+def test_the_config_refuses_a_value_head_where_there_is_no_policy_beside_it(model, train, message):
+    raw = {"model": {**model, "policy_value": True}, "train": train}
+    with pytest.raises(config_lib.ConfigError, match=message):
+        config_lib.validate(config_lib.from_dict(raw), check_data=False)
+
+
+@pytest.fixture(scope="module")
+def boards(make_rows, shard_writer, tmp_path_factory):
+    """24 boards, the last 6 without a state value."""
+    rows = make_rows(24, seed=11)
+    for row in rows[18:]:
+        row["state_win_prob"] = None
+    return rows, load_boards(str(shard_writer(rows, tmp_path_factory.mktemp("pv"), 2)))
+
+
+def test_batches_carry_each_boards_value_bin_and_minus_one_where_it_has_none(boards):
+    rows, data = boards
+    by_fen = {row["fen"]: row for row in rows}
+    settings = LoaderSettings("bc", 16, batch_size=24, seed=0, prefetch=0, board_values=True)
+    batch = next(BoardBatches(data, settings))
+    assert batch.value_targets.shape == (24,) and batch.value_targets.dtype == np.int32
+    for tokens, got in zip(batch.states, batch.value_targets, strict=True):
+        fen = data.fens[np.flatnonzero((data.states == tokens).all(1))[0]]
+        value = by_fen[fen]["state_win_prob"]
+        assert got == (-1 if value is None else bins.to_bins(np.float32(value), 16))
+    assert (batch.value_targets == -1).sum() == 6
+    # Without the flag, a BC batch is as before.
+    plain = next(BoardBatches(data, LoaderSettings("bc", 16, batch_size=24, seed=0, prefetch=0)))
+    assert plain.value_targets is None
+    np.testing.assert_array_equal(plain.targets, batch.targets)
+
+
+@pytest.mark.parametrize("backbone", ["gateau", "squares"])
+def test_the_loss_adds_the_weighted_value_loss_over_the_boards_with_a_value(boards, backbone):
+    _, data = boards
+    settings = LoaderSettings("bc", 16, batch_size=24, seed=1, prefetch=0, board_values=True)
+    batch = next(BoardBatches(data, settings))
+    weight = 0.3
+    config = tiny(backbone, value_weight=weight)
+    params = noisy_params(config)
+    value, metrics = jax.jit(make_loss(config))(params, batch)
+    policy, board_value = (
+        NETWORKS[backbone]
+        .build(config)
+        .apply(params, batch.states, batch.senders, batch.receivers, batch.kinds)
+    )
+    policy_nll = -np.asarray(policy)[np.arange(24), batch.targets].mean()
+    has = batch.value_targets >= 0
+    value_nll = -np.asarray(board_value)[np.flatnonzero(has), batch.value_targets[has]].mean()
+    tolerance = {"rtol": 1e-5}  # float32 sums in another order
+    np.testing.assert_allclose(float(metrics["policy_loss"]), policy_nll, **tolerance)
+    np.testing.assert_allclose(float(metrics["value_loss"]), value_nll, **tolerance)
+    np.testing.assert_allclose(float(value), policy_nll + weight * value_nll, **tolerance)
+    # The policy's own loss is the plain BC loss of the same trunk and policy head.
+    plain = tiny(backbone, policy_value=False)
+    plain_params = {k: v for k, v in params.items() if not k.startswith("value_head")}
+    plain_loss, _ = jax.jit(make_loss(plain))(plain_params, batch._replace(value_targets=None))
+    np.testing.assert_allclose(float(plain_loss), policy_nll, **tolerance)
+
+
+def test_one_model_trains_and_gives_the_search_priors_and_values(synthetic_data, tmp_path):
+    config = tiny(batch_size=8, num_steps=40, log_every=10, learning_rate=3e-3).replace(
+        train={"checkpoint_every": 40, "eval_boards": 10, "eval_batches": 2, "eval_every": 0},
+        data={"train": str(synthetic_data / "train"), "test": str(synthetic_data / "test")},
+    )
+    result = train(config, str(tmp_path), log=lambda _: None)
+    assert result.step == 40 and math.isfinite(result.last_eval["test_loss"])
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    records = [r for r in map(json.loads, lines) if r["kind"] == "train"]
+    # The value head learns: its loss falls from that of a uniform guess over the 16 bins.
+    assert records[-1]["value_loss"] < math.log(16) - 0.1
+    assert records[-1]["loss"] > records[-1]["policy_loss"]
+
+    predictor = Predictor.from_checkpoint(str(tmp_path))
+    assert predictor.values_boards
+    boards = [chess.Board(), chess.Board("6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1")]
+    values = predictor.state_values([b.fen() for b in boards])
+    assert values.shape == (2,) and ((values >= 0) & (values <= 1)).all()
+    # The policy is the same whether or not the value is asked for.
+    [(moves, probs)] = predictor.move_values([boards[0]])
+    assert len(moves) == 20 and math.isclose(float(probs.sum()), 1.0, rel_tol=1e-5)
+
+    evaluator = make_evaluator(predictor)  # no second model: its own value head
+    assert isinstance(evaluator, PolicyValueEvaluator) and evaluator.target == "bc+value"
+    leaves = evaluator.evaluate(boards)
+    for leaf, value in zip(leaves, values, strict=True):
+        assert math.isclose(leaf.value, float(value), rel_tol=1e-5)
+        assert math.isclose(float(leaf.priors.sum()), 1.0, rel_tol=1e-5)
+
+
+def test_a_policy_without_a_value_head_still_needs_a_value_model(synthetic_data):
+    config = tiny(policy_value=False)
+    predictor = Predictor(noisy_params(config), config, max_batch=64)
+    assert not predictor.values_boards
+    with pytest.raises(TargetError, match="a BC policy without one"):
+        predictor.state_values([chess.Board().fen()])
+    with pytest.raises(ValueError, match="needs a value model"):
+        make_evaluator(predictor)
+    with pytest.raises(ValueError, match="no value head"):
+        PolicyValueEvaluator(predictor, predictor)
