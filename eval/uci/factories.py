@@ -96,12 +96,15 @@ class NeuralFactory:
         )
 
     def _value_model(self, predictor, options: UciOptions, warm: bool = True):
-        """(the value model, None) beside a BC policy (UciOptions.value_model_path); (None,
-        why not) when it cannot be used; (None, None) beside an AV or SV model, which values
-        moves itself, or where there is none."""
+        """(the value model, None) beside a BC policy (UciOptions.value_model_path), or the
+        policy itself where it has a value head and no value model is named; (None, why not)
+        when it cannot be used; (None, None) beside an AV or SV model, which values moves
+        itself, or where there is none."""
         path = options.value_model_path()
-        if predictor.config.target_kind.value_head or not path:
+        if predictor.config.target_kind.value_head:
             return None, None
+        if not path:  # a policy with a value head beside it is its own value model
+            return (predictor if getattr(predictor, "values_boards", False) else None), None
         named = bool(options.value_weights)  # the default companion may be absent quietly
         resolved = resolve_path(path, self.start_dir)
         if resolved.path is None:
@@ -122,7 +125,7 @@ class NeuralFactory:
         engine exits (the interpreter's end would abort it). A model's 1-board shapes come
         first: the value model's score of a policy move needs them."""
         ready, stop = threading.Event(), threading.Event()
-        models = [model for model in models if model is not None]
+        models = list({id(model): model for model in models if model is not None}.values())
 
         def compile_all() -> None:
             # Tracing holds the interpreter for long stretches: a move played meanwhile

@@ -5,8 +5,10 @@ its priors and its values."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import time
 
 import chess
 import jax
@@ -15,6 +17,10 @@ import pytest
 
 from core import bins
 from eval.agents.evaluators import PolicyValueEvaluator, make_evaluator
+from eval.uci.choosers import SearchChooser, move_value
+from eval.uci.factories import NeuralFactory
+from eval.uci.info import score_words
+from eval.uci.server import UciServer
 from model import config as config_lib
 from model.data.board_view import BoardBatches
 from model.data.loader import load_boards
@@ -120,12 +126,19 @@ def test_the_loss_adds_the_weighted_value_loss_over_the_boards_with_a_value(boar
     np.testing.assert_allclose(float(plain_loss), policy_nll, **tolerance)
 
 
-def test_one_model_trains_and_gives_the_search_priors_and_values(synthetic_data, tmp_path):
+@pytest.fixture(scope="module")
+def trained(synthetic_data, tmp_path_factory):
+    """A tiny policy-value gateau trained 40 steps: (its run dir, the trainer's result)."""
+    run = tmp_path_factory.mktemp("policy-value-run")
     config = tiny(batch_size=8, num_steps=40, log_every=10, learning_rate=3e-3).replace(
         train={"checkpoint_every": 40, "eval_boards": 10, "eval_batches": 2, "eval_every": 0},
         data={"train": str(synthetic_data / "train"), "test": str(synthetic_data / "test")},
     )
-    result = train(config, str(tmp_path), log=lambda _: None)
+    return run, train(config, str(run), log=lambda _: None)
+
+
+def test_one_model_trains_and_gives_the_search_priors_and_values(trained):
+    tmp_path, result = trained
     assert result.step == 40 and math.isfinite(result.last_eval["test_loss"])
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     records = [r for r in map(json.loads, lines) if r["kind"] == "train"]
@@ -160,3 +173,39 @@ def test_a_policy_without_a_value_head_still_needs_a_value_model(synthetic_data)
         make_evaluator(predictor)
     with pytest.raises(ValueError, match="no value head"):
         PolicyValueEvaluator(predictor, predictor)
+
+
+def test_the_uci_engine_scores_and_searches_with_the_models_own_value(trained, tmp_path):
+    run, _ = trained
+    out = io.StringIO()
+    engine = UciServer(NeuralFactory(str(tmp_path)), out)
+    setup = [f"setoption name WeightsFile value {run}", "setoption name UCI_ShowWDL value true"]
+    engine.run([*setup, "isready", "position startpos moves e2e4", "go nodes 1"])
+    lines = out.getvalue().splitlines()
+    assert not [line for line in lines if line.startswith("info string")], lines
+    [info] = [line for line in lines if line.startswith("info depth")]
+    # The score is the model's own value of the board after its move.
+    board = chess.Board()
+    board.push_uci("e2e4")
+    move = chess.Move.from_uci(_bestmoves(out)[0])
+    value = move_value(Predictor.from_checkpoint(str(run)), board, move)
+    assert f"score {score_words(board, [move], value, exact=False)[0].split(' ', 1)[1]}" in info
+
+    # With Simulations it searches on its own: no value model named, none needed.
+    out = io.StringIO()
+    engine = UciServer(NeuralFactory(str(tmp_path)), out)
+    for line in [*setup, "setoption name Simulations value 8", "isready", "position startpos"]:
+        engine.handle(line)
+    assert isinstance(engine.chooser(), SearchChooser)
+    engine.handle("go nodes 8")
+    deadline = time.monotonic() + 120
+    while not _bestmoves(out) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    lines = out.getvalue().splitlines()
+    assert not [line for line in lines if line.startswith("info string")], lines
+    assert [line for line in lines if " nodes 8 " in line and " score cp " in line], lines
+    engine.handle("quit")
+
+
+def _bestmoves(out: io.StringIO) -> list[str]:
+    return [line.split()[1] for line in out.getvalue().splitlines() if line.startswith("bestmove")]
