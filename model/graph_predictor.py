@@ -218,12 +218,17 @@ class GraphRunner:
     def move_log_probs(self, params, fens: Sequence[str]) -> np.ndarray:
         """BC: (N, 1968) log-probabilities, -inf for the moves that are not legal."""
         graphs = board_graph.encode_fens(fens)
-        out = np.full((len(fens), NUM_ACTIONS), -np.inf, np.float32)
-        for board, log_probs in enumerate(self.run(params, fens, graphs)):
-            start = graphs.offsets[board]
-            moves = int(graphs.num_moves[board])
-            out[board, graphs.actions[start : start + moves]] = log_probs[:moves]
-        return out
+        return _action_space(graphs, self.run(params, fens, graphs))
+
+    def move_log_probs_and_values(
+        self, params, fens: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """BC with a value head beside the policy: `move_log_probs` and (N,) the boards'
+        values, from one pass."""
+        graphs = board_graph.encode_fens(fens)
+        results = self.run(params, fens, graphs, both=True)
+        values = np.array([value for _, value in results], np.float32)
+        return _action_space(graphs, [log_probs for log_probs, _ in results]), values
 
     def token_rows(self, params, states: np.ndarray, actions: np.ndarray | None, both: bool):
         """The transformer-shaped output for token rows: (N, K) per (board, move) row for AV,
@@ -261,6 +266,16 @@ class GraphRunner:
             legal = [str(m) for m in indices_to_moves(graphs.actions[start : start + moves])]
             out.append((legal, values[:moves].astype(np.float32)))
         return out
+
+
+def _action_space(graphs: board_graph.Graphs, log_probs: Sequence[np.ndarray]) -> np.ndarray:
+    """Each board's move-edge log-probabilities as a (N, 1968) row, -inf off its legal moves."""
+    out = np.full((len(log_probs), NUM_ACTIONS), -np.inf, np.float32)
+    for board, row in enumerate(log_probs):
+        start = graphs.offsets[board]
+        moves = int(graphs.num_moves[board])
+        out[board, graphs.actions[start : start + moves]] = row[:moves]
+    return out
 
 
 def move_edge_positions(

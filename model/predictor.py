@@ -403,6 +403,31 @@ class Predictor:
             scores = self._policy_scores(boards, legal)
         return [(moves, np.asarray(s, np.float32)) for moves, s in zip(legal, scores, strict=True)]
 
+    def policies_and_values(
+        self, boards: Sequence[chess.Board]
+    ) -> tuple[list[tuple[list[str], np.ndarray]], np.ndarray]:
+        """A BC policy with a value head beside it: `move_values` (each board's legal moves
+        and their probabilities) and `state_values` of the boards, from one network pass."""
+        if not (self.config.target_kind is BC and self.values_boards):
+            raise TargetError("policies_and_values needs a BC policy with a value head beside it")
+        legal = [legal_actions(board) for board in boards]
+        if not boards:
+            return [], np.zeros(0, np.float32)
+        log_probs, values = self._graph.move_log_probs_and_values(
+            self.params, [b.fen() for b in boards]
+        )
+        policies = [
+            (moves, legal_move_probs(row, moves).astype(np.float32))
+            for row, moves in zip(log_probs, legal, strict=True)
+        ]
+        return policies, values
+
+    def successor_values(self, board: chess.Board, moves: Sequence[str]) -> np.ndarray:
+        """A model that values boards (`values_boards`): each move's win probability for the
+        side to move, 1 - the predicted value of the board after it (a checkmate 1, a
+        stalemate or insufficient material 0.5)."""
+        return self._successor_scores([board], [list(moves)])[0]
+
     def best_moves(self, boards: Sequence[chess.Board]) -> list[str | None]:
         """The top-scoring legal move of each board (first in action order on ties)."""
         return [

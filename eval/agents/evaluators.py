@@ -133,11 +133,18 @@ class PolicyValueEvaluator:
         self.target = "bc+value" if own else f"bc+{_target(value)}"
 
     def evaluate(self, boards: Sequence[chess.Board]) -> list[LeafEvaluation]:
+        if self.value is self.policy and hasattr(self.policy, "policies_and_values"):
+            policies, values = self.policy.policies_and_values(boards)  # one pass for both
+            return self._leaves(policies, values)
         policies = self.policy.move_values(boards)
         if _values_boards(self.value):  # it values boards
             values = self.value.state_values([board.fen() for board in boards])
         else:
             values = [float(np.max(v)) for _, v in self.value.move_values(boards)]
+        return self._leaves(policies, values)
+
+    @staticmethod
+    def _leaves(policies, values) -> list[LeafEvaluation]:
         return [
             LeafEvaluation(
                 moves=_moves(ucis),

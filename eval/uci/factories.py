@@ -96,25 +96,26 @@ class NeuralFactory:
         )
 
     def _value_model(self, predictor, options: UciOptions, warm: bool = True):
-        """(the value model, None) beside a BC policy (UciOptions.value_model_path), or the
-        policy itself where it has a value head and no value model is named; (None, why not)
-        when it cannot be used; (None, None) beside an AV or SV model, which values moves
-        itself, or where there is none."""
+        """(the value model, None) beside a BC policy (UciOptions.value_model_path); (the
+        fallback, why not) when it cannot be used; (None, None) beside an AV or SV model,
+        which values moves itself, or where there is none. The fallback, and the value model
+        where none is named, is the policy itself where it has a value head beside it."""
         path = options.value_model_path()
         if predictor.config.target_kind.value_head:
             return None, None
-        if not path:  # a policy with a value head beside it is its own value model
-            return (predictor if getattr(predictor, "values_boards", False) else None), None
+        own = predictor if getattr(predictor, "values_boards", False) else None
+        if not path:
+            return own, None
         named = bool(options.value_weights)  # the default companion may be absent quietly
         resolved = resolve_path(path, self.start_dir)
         if resolved.path is None:
-            return None, (f"no value model: {resolved.describe_missing()}" if named else None)
+            return own, (f"no value model: {resolved.describe_missing()}" if named else None)
         try:
             value_model = self._load(resolved.path, options, warm)
         except ModelUnavailable as e:
-            return None, str(e)
+            return own, str(e)
         if not value_model.config.target_kind.value_head:
-            return None, f"ValueFile {resolved.path!r} is a BC model, not an AV or SV one"
+            return own, f"ValueFile {resolved.path!r} is a BC model, not an AV or SV one"
         return value_model, None
 
     def _compile_search(self, models: list, boards: int) -> tuple[threading.Event, Callable]:

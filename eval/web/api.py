@@ -104,8 +104,8 @@ class _Models:
 
 
 def _policy(loaded: _Models, board: chess.Board) -> tuple[list[str], list, dict, float | None]:
-    """The policy's moves and scores, each move's win chance (a value model's), and the
-    position's value (None without a value model)."""
+    """The policy's moves and scores, each move's win chance (a value model's, or the
+    policy's own value head's), and the position's value (None without either)."""
     agent = NeuralAgent(loaded.pair.policy)
     ucis, scores = agent.scored_moves(board)
     if loaded.pair.value is not None:
@@ -113,6 +113,8 @@ def _policy(loaded: _Models, board: chess.Board) -> tuple[list[str], list, dict,
         wins = dict(zip(*value_agent.scored_moves(board), strict=True))
     elif target_kind(agent.target).value_head:
         wins = dict(zip(ucis, scores, strict=True))
+    elif getattr(loaded.pair.policy, "values_boards", False):  # a value head of its own
+        wins = dict(zip(ucis, loaded.pair.policy.successor_values(board, ucis), strict=True))
     else:
         wins = {}
     position_value = None

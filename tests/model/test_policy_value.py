@@ -21,6 +21,9 @@ from eval.uci.choosers import SearchChooser, move_value
 from eval.uci.factories import NeuralFactory
 from eval.uci.info import score_words
 from eval.uci.server import UciServer
+from eval.web.api import WebSettings, analysis
+from eval.web.models import ModelStore
+from eval.web.params import BoardRequest
 from model import config as config_lib
 from model.data.board_view import BoardBatches
 from model.data.loader import load_boards
@@ -161,6 +164,40 @@ def test_one_model_trains_and_gives_the_search_priors_and_values(trained):
     for leaf, value in zip(leaves, values, strict=True):
         assert math.isclose(leaf.value, float(value), rel_tol=1e-5)
         assert math.isclose(float(leaf.priors.sum()), 1.0, rel_tol=1e-5)
+
+
+def test_the_search_gets_priors_and_values_from_one_pass_equal_to_two(trained):
+    predictor = Predictor.from_checkpoint(str(trained[0]))
+    boards = [chess.Board(), chess.Board("r3k2r/pP4pp/8/3pP3/8/8/5p2/R3K2R b KQkq - 0 1")]
+    policies, values = predictor.policies_and_values(boards)
+    tolerance = {"rtol": 1e-5, "atol": 1e-6}  # another compiled program than the two below
+    np.testing.assert_allclose(
+        values, predictor.state_values([b.fen() for b in boards]), **tolerance
+    )
+    for (moves, probs), (want_moves, want) in zip(
+        policies, predictor.move_values(boards), strict=True
+    ):
+        assert moves == want_moves
+        np.testing.assert_allclose(probs, want, **tolerance)
+    empty, no_values = predictor.policies_and_values([])
+    assert empty == [] and no_values.shape == (0,)
+
+
+def test_the_web_board_shows_the_models_own_values(trained, tmp_path):
+    run = trained[0]
+    store = ModelStore.create(str(run), "none", str(tmp_path))
+    board = chess.Board()
+    board.push_uci("e2e4")
+    request = BoardRequest(board, None, None, simulations=8)
+    result = analysis(store, WebSettings(), request)
+    predictor = Predictor.from_checkpoint(str(run))
+    assert result["value_model"] is None and result["search"] is not None
+    moves = [entry["uci"] for entry in result["moves"]]
+    wins = dict(zip(moves, predictor.successor_values(board, moves), strict=True))
+    for entry in result["moves"]:
+        assert math.isclose(entry["win"], float(wins[entry["uci"]]), rel_tol=1e-5)
+    own = float(predictor.state_values([board.fen()])[0])
+    assert math.isclose(result["value"], own, rel_tol=1e-5)
 
 
 def test_a_policy_without_a_value_head_still_needs_a_value_model(synthetic_data):
