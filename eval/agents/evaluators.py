@@ -126,7 +126,7 @@ class PolicyValueEvaluator:
         own = value is policy
         if own and not _values_boards(policy):
             raise ValueError("this BC model has no value head beside its policy")
-        if not own and not target_kind(_target(value)).value_head:
+        if not own and not (target_kind(_target(value)).value_head or _values_boards(value)):
             raise ValueError(f"the value model must be AV or SV, not {_target(value)!r}")
         self.policy = policy
         self.value = value

@@ -114,7 +114,7 @@ class NeuralFactory:
             value_model = self._load(resolved.path, options, warm)
         except ModelUnavailable as e:
             return own, str(e)
-        if not value_model.config.target_kind.value_head:
+        if not (value_model.config.target_kind.value_head or value_model.values_boards):
             return own, f"ValueFile {resolved.path!r} is a BC model, not an AV or SV one"
         return value_model, None
 

@@ -229,7 +229,8 @@ class ModelStore:
         name = self.default_value if value is None else value
         if name in (None, "", NO_VALUE):
             return None
-        self.predictor(name)  # loads it and so learns its target
-        if not target_kind(self.models[name].target).value_head:
+        predictor = self.predictor(name)  # loads it and so learns its target
+        own = getattr(predictor, "values_boards", False)  # a policy with a value head
+        if not (target_kind(self.models[name].target).value_head or own):
             raise ModelError(400, f"value model {name!r} is a BC model, not an AV or SV one")
         return name

@@ -198,6 +198,11 @@ def test_the_web_board_shows_the_models_own_values(trained, tmp_path):
         assert math.isclose(entry["win"], float(wins[entry["uci"]]), rel_tol=1e-5)
     own = float(predictor.state_values([board.fen()])[0])
     assert math.isclose(result["value"], own, rel_tol=1e-5)
+    # Named as its own value model, it is one.
+    store = ModelStore.create(str(run), str(run), str(tmp_path))
+    named = analysis(store, WebSettings(), request)
+    assert named["value_model"] == store.default_model
+    assert math.isclose(named["value"], own, rel_tol=1e-5)
 
 
 def test_a_policy_without_a_value_head_still_needs_a_value_model(synthetic_data):
@@ -232,6 +237,23 @@ def test_the_uci_engine_scores_and_searches_with_the_models_own_value(trained, t
     out = io.StringIO()
     engine = UciServer(NeuralFactory(str(tmp_path)), out)
     for line in [*setup, "setoption name Simulations value 8", "isready", "position startpos"]:
+        engine.handle(line)
+    assert isinstance(engine.chooser(), SearchChooser)
+    engine.handle("go nodes 8")
+    deadline = time.monotonic() + 120
+    while not _bestmoves(out) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    lines = out.getvalue().splitlines()
+    assert not [line for line in lines if line.startswith("info string")], lines
+    assert [line for line in lines if " nodes 8 " in line and " score cp " in line], lines
+    engine.handle("quit")
+
+    # Named as its own ValueFile (as beside the default model, whose default companion is
+    # another model), it is the value model: no complaint, and it searches.
+    out = io.StringIO()
+    engine = UciServer(NeuralFactory(str(tmp_path)), out)
+    named = [*setup, f"setoption name ValueFile value {run}", "setoption name Simulations value 8"]
+    for line in [*named, "isready", "position startpos"]:
         engine.handle(line)
     assert isinstance(engine.chooser(), SearchChooser)
     engine.handle("go nodes 8")
