@@ -93,7 +93,10 @@ class GraphRunner:
         log-probs)."""
         if graphs is None:
             graphs = board_graph.encode_fens(fens)
-        fn: Callable = self._both if both else self._log_probs
+        # A policy with a value head runs one program for both (the value costs one small
+        # MLP a board), so that each shape compiles once whichever is asked.
+        joint = self.config.model.policy_value
+        fn: Callable = self._both if both or joint else self._log_probs
         states = model_tokens(list(fens))
         counts = graphs.edge_counts()
         results: list = [None] * len(fens)
@@ -108,6 +111,8 @@ class GraphRunner:
             out = fn(
                 params, padded["states"], padded["senders"], padded["receivers"], padded["kinds"]
             )
+            if joint and not both:
+                out = out[0]
             outputs = tuple(np.asarray(o) for o in out) if both else (np.asarray(out),)
             for row, board in enumerate(index):
                 n = int(counts[board])
@@ -177,10 +182,9 @@ class GraphRunner:
         one shape on one core). Once `stop` is set the shapes not yet begun are skipped (they
         compile when first called), so a thread compiling in the background can be ended
         within a shape's compile."""
-        # A policy's moves; a value model's values; a policy with a value beside it, both.
-        fns = [self._log_probs] if self.config.target == "bc" else [self._both]
-        if self.config.model.policy_value:
-            fns.append(self._both)
+        # A policy's moves; a value model's values, or a policy's and its value head's.
+        joint = self.config.target != "bc" or self.config.model.policy_value
+        fns = [self._both] if joint else [self._log_probs]
 
         def one(shape: tuple[int, int]) -> None:
             size, width = shape
