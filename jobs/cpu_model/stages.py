@@ -224,6 +224,8 @@ def run_config(scale: Scale, paths: Paths, target: str, steps: int, data: str, p
     every = max(1, steps // points)
     config = config_lib.load(paths.config)
     model = dict(scale.model)
+    if target != "bc":  # a value head beside the policy is BC's alone (the AV and SV ablations)
+        model["policy_value"] = False
     return config.replace(
         model=model,
         train={
