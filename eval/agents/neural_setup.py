@@ -5,10 +5,11 @@ settings, and how a policy, the value model beside it and the tree search are pu
     pair = ModelPair.load("models/cpu", value_model_path("models/cpu"))
     search = pair.search(SearchSettings(batch=8))     # eval/agents/mcts.TreeSearch
 
-A BC policy has no value of its own: it reports values and searches with an AV or SV value
-model beside it (AlphaZero's policy and value pair); an AV or SV model values its moves itself
-and takes none. The default policy is BC, so its value model comes with it unless another is
-named; a policy someone names gets the value model they name, or none.
+A BC policy reports values and searches with an AV or SV value model beside it (AlphaZero's
+policy and value pair), or with a value head of its own beside the policy (model.policy_value)
+where no value model is given; an AV or SV model values its moves itself and takes none. The
+default policy is BC, so its value model comes with it unless another is named; a policy
+someone names gets the value model they name, or none (its own head, where it has one).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from eval.agents.evaluators import (
 from eval.agents.mcts import DEFAULT_CPUCT, SearchConfig, TreeSearch
 
 # The policy the UCI engine, the web board and the Elo ladder play by default (make cpu-model
-# ships it), and its value model: models/cpu is a BC policy, which has no value of its own to
-# report or to search with; models/cpu-av values moves.
+# ships it), and its value model: models/cpu is a BC policy (with a value head of its own, which
+# `ValueFile models/cpu` or `value=` left out of an mcts spec uses); models/cpu-av values moves.
 DEFAULT_MODEL = "models/cpu"
 DEFAULT_VALUE_MODEL = "models/cpu-av"
 # Leaves per network call when a front end searches: on a CPU a batch of 8 leaves costs little
