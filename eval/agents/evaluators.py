@@ -125,7 +125,10 @@ class PolicyValueEvaluator:
             raise ValueError(f"the policy model must be BC, not {_target(policy)!r}")
         own = value is policy
         if own and not _values_boards(policy):
-            raise ValueError("this BC model has no value head beside its policy")
+            raise ValueError(
+                "the value model must be AV or SV, or the policy itself where it has a value "
+                "head beside it; this BC model has no value head beside its policy"
+            )
         if not own and not (target_kind(_target(value)).value_head or _values_boards(value)):
             raise ValueError(f"the value model must be AV or SV, not {_target(value)!r}")
         self.policy = policy

@@ -1,7 +1,8 @@
 """The front ends' one source of defaults and of the policy + value + search assembly
 (eval/agents/neural_setup.py): the UCI engine's options, the web board's models and settings
 and the Elo ladder's players all take theirs from it; and the pair it builds searches with the
-committed models (models/cpu, a BC policy, and its value model models/cpu-av)."""
+committed models (models/cpu, a BC policy with a value head of its own, and its default value
+model models/cpu-av)."""
 
 from __future__ import annotations
 
@@ -131,9 +132,17 @@ def test_the_default_pair_searches(pair):
     assert board.is_legal(search.best_move())
 
 
-def test_a_bc_policy_alone_cannot_search(pair):
+def test_a_bc_policy_searches_alone_only_with_a_value_head_of_its_own(pair, tiny_bc_run):
+    # models/cpu carries a value head beside its policy: alone, it is its own value model.
+    alone = ModelPair(pair.policy).search(SearchSettings(batch=2))
+    assert alone.evaluator.target == "bc+value"
+    alone.set_position(chess.Board())
+    alone.run(SearchLimit(sims=4))
+    assert chess.Board().is_legal(alone.best_move())
+    # A BC policy without one cannot search alone.
+    plain = ModelPair.load(str(tiny_bc_run))
     with pytest.raises(ValueError, match="a BC model needs a value model to search"):
-        ModelPair(pair.policy).search()
+        plain.search()
     with pytest.raises(ValueError, match="goes with a BC policy"):
         ModelPair(pair.value, pair.value).evaluator()
 

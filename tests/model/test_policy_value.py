@@ -233,7 +233,18 @@ def test_the_uci_engine_scores_and_searches_with_the_models_own_value(trained, t
     value = move_value(Predictor.from_checkpoint(str(run)), board, move)
     assert f"score {score_words(board, [move], value, exact=False)[0].split(' ', 1)[1]}" in info
 
-    # With Simulations it searches on its own: no value model named, none needed.
+    # With Simulations it searches on its own: no value model named, none needed; and named as
+    # its own ValueFile (as beside the default model, whose default companion is another
+    # model), it is the value model: no complaint either way.
+    for value_file in ([], [f"setoption name ValueFile value {run}"]):
+        lines = _search_lines(tmp_path, [*setup, *value_file])
+        assert not [line for line in lines if line.startswith("info string")], lines
+        assert [line for line in lines if " nodes 8 " in line and " score cp " in line], lines
+
+
+def _search_lines(tmp_path, setup: list[str]) -> list[str]:
+    """The output of an engine set up with `setup` and 8 playouts a move, after `go nodes 8`
+    from the start position, once it has answered."""
     out = io.StringIO()
     engine = UciServer(NeuralFactory(str(tmp_path)), out)
     for line in [*setup, "setoption name Simulations value 8", "isready", "position startpos"]:
@@ -243,27 +254,8 @@ def test_the_uci_engine_scores_and_searches_with_the_models_own_value(trained, t
     deadline = time.monotonic() + 120
     while not _bestmoves(out) and time.monotonic() < deadline:
         time.sleep(0.01)
-    lines = out.getvalue().splitlines()
-    assert not [line for line in lines if line.startswith("info string")], lines
-    assert [line for line in lines if " nodes 8 " in line and " score cp " in line], lines
     engine.handle("quit")
-
-    # Named as its own ValueFile (as beside the default model, whose default companion is
-    # another model), it is the value model: no complaint, and it searches.
-    out = io.StringIO()
-    engine = UciServer(NeuralFactory(str(tmp_path)), out)
-    named = [*setup, f"setoption name ValueFile value {run}", "setoption name Simulations value 8"]
-    for line in [*named, "isready", "position startpos"]:
-        engine.handle(line)
-    assert isinstance(engine.chooser(), SearchChooser)
-    engine.handle("go nodes 8")
-    deadline = time.monotonic() + 120
-    while not _bestmoves(out) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    lines = out.getvalue().splitlines()
-    assert not [line for line in lines if line.startswith("info string")], lines
-    assert [line for line in lines if " nodes 8 " in line and " score cp " in line], lines
-    engine.handle("quit")
+    return out.getvalue().splitlines()
 
 
 def _bestmoves(out: io.StringIO) -> list[str]:

@@ -163,10 +163,16 @@ def test_the_page_and_its_files_are_served(client):
         ("/api/analysis", {"moves": "e2e4 e7e4"}, 400, "illegal move 'e7e4'"),
         ("/api/analysis", {"fen": MATED}, 409, "the game is over (checkmate, 1-0)"),
         ("/api/analysis", {"model": "nowhere"}, 404, "unknown model 'nowhere'"),
-        ("/api/analysis", {"value": "cpu"}, 400, "'cpu' is a BC model"),
+        # models/cpu has a value head of its own; the square transformer has none.
+        ("/api/analysis", {"value": "cpu-transformer"}, 400, "'cpu-transformer' is a BC model"),
         ("/api/analysis", {"simulations": "many"}, 400, "simulations must be a whole number"),
         ("/api/analysis", {"simulations": 10**6}, 400, "simulations must be between 0 and"),
-        ("/api/analysis", {"value": "none", "simulations": 4}, 400, "cannot search with 'cpu'"),
+        (
+            "/api/analysis",
+            {"model": "cpu-transformer", "value": "none", "simulations": 4},
+            400,
+            "cannot search with 'cpu-transformer'",
+        ),
         ("/api/analysis", {"depth": 3}, 400, "unknown parameter 'depth'"),
         ("/api/position", {"moves": "e2e5"}, 400, "illegal move 'e2e5'"),
         ("/api/nothing", {}, 404, "no such API: /api/nothing"),

@@ -311,7 +311,10 @@ def test_the_table_has_each_model_kinds_columns(browser, web_server):
 
 def test_an_error_clears_the_numbers_and_an_empty_box_means_the_default(browser, web_server):
     open_page(browser, web_server[0])
-    choose(browser, "value", "none")  # a BC policy with no value model cannot search
+    # A BC policy with no value model and no value head of its own (models/cpu has one; the
+    # square transformer has none) cannot search.
+    choose(browser, "model", "cpu-transformer")
+    choose(browser, "value", "none")
     wait(browser, lambda d: text_of(d, "value-text") == "no value", "the value is still shown")
     wait(browser, lambda d: headings(d) == ["Move", "Policy"], "a Win column without a value")
     css(browser, "#search")[0].click()
