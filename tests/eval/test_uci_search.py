@@ -18,6 +18,7 @@ from eval.uci.choosers import PolicyChooser, SearchChooser
 from eval.uci.factories import AgentFactory, NeuralFactory
 from eval.uci.info import score_words
 from eval.uci.server import UciServer
+from tests.eval.uci_inprocess import bestmoves, search_lines
 
 SEARCH = {"Simulations": 1_000_000, "SearchBatch": 4}  # limited by `go`, not by the option
 MIDDLEGAME = "r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4"
@@ -233,10 +234,6 @@ def test_the_tree_is_reused_along_a_game_and_reset_otherwise(tiny_run):
     assert len(bestmoves(out)) == 5
 
 
-def bestmoves(out: io.StringIO) -> list[str]:
-    return [line.split()[1] for line in out.getvalue().splitlines() if line.startswith("bestmove")]
-
-
 def test_a_line_ending_in_mate_is_scored_as_mate():
     board = chess.Board("6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1")
     mate_in_one = [chess.Move.from_uci("a1a8")]
@@ -292,19 +289,9 @@ def test_a_policy_model_with_a_value_file_reports_a_score_and_searches(
     assert f"score {score_words(board, [move], value, exact=False)[0].split(' ', 1)[1]}" in info
 
     # With Simulations it searches: the policy's priors, the value model's values.
-    out = io.StringIO()
-    engine = UciServer(NeuralFactory(str(tmp_path)), out)
-    for line in [*setup, "setoption name Simulations value 8", "isready", "position startpos"]:
-        engine.handle(line)
-    assert isinstance(engine.chooser(), SearchChooser)
-    engine.handle("go nodes 8")
-    deadline = time.monotonic() + 120
-    while not bestmoves(out) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    lines = out.getvalue().splitlines()
+    lines = search_lines(tmp_path, setup)
     assert not [line for line in lines if line.startswith("info string")], lines
     assert [line for line in lines if " nodes 8 " in line and " score cp " in line], lines
-    engine.handle("quit")
 
 
 @pytest.mark.parametrize("value_file", ["bc", "missing"])

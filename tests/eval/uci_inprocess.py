@@ -1,12 +1,15 @@
 """The UCI engine in the test's own process, on the committed models/cpu (a BC policy) and
 models/cpu-av (its value model): its output read a line at a time as a GUI reads it, and its
-search's evaluator held when a test needs a search that has nothing yet."""
+search's evaluator held when a test needs a search that has nothing yet; and the output of one
+search of an engine set up by a test's own options."""
 
 from __future__ import annotations
 
+import io
 import pathlib
 import queue
 import threading
+import time
 from collections.abc import Iterator
 
 from eval.uci.choosers import SearchChooser
@@ -71,3 +74,25 @@ def engine_in_process(simulations: int) -> Iterator[tuple[UciServer, Lines]]:
     assert isinstance(server.chooser(), SearchChooser)
     yield server, out
     server.run([])  # ends a search still running and closes the model
+
+
+def bestmoves(out: io.StringIO) -> list[str]:
+    """The moves of the `bestmove` lines written so far."""
+    return [line.split()[1] for line in out.getvalue().splitlines() if line.startswith("bestmove")]
+
+
+def search_lines(start_dir: pathlib.Path, setup: list[str], nodes: int = 8) -> list[str]:
+    """The output of an engine set up with `setup` and `nodes` playouts a move, after
+    `go nodes` from the start position, once it has answered (it searches on its own thread)."""
+    out = io.StringIO()
+    engine = UciServer(NeuralFactory(str(start_dir)), out)
+    options = [f"setoption name Simulations value {nodes}", "isready", "position startpos"]
+    for line in [*setup, *options]:
+        engine.handle(line)
+    assert isinstance(engine.chooser(), SearchChooser)
+    engine.handle(f"go nodes {nodes}")
+    deadline = time.monotonic() + 120
+    while not bestmoves(out) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    engine.handle("quit")
+    return out.getvalue().splitlines()

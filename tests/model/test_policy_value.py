@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import time
 
 import chess
 import jax
@@ -17,7 +16,7 @@ import pytest
 
 from core import bins
 from eval.agents.evaluators import PolicyValueEvaluator, make_evaluator
-from eval.uci.choosers import SearchChooser, move_value
+from eval.uci.choosers import move_value
 from eval.uci.factories import NeuralFactory
 from eval.uci.info import score_words
 from eval.uci.server import UciServer
@@ -32,6 +31,7 @@ from model.networks import gateau, squares
 from model.predictor import Predictor, TargetError
 from model.training.step import make_loss
 from model.training.train import train
+from tests.eval.uci_inprocess import bestmoves, search_lines
 
 NETWORKS = {"gateau": gateau, "squares": squares}
 
@@ -229,7 +229,7 @@ def test_the_uci_engine_scores_and_searches_with_the_models_own_value(trained, t
     # The score is the model's own value of the board after its move.
     board = chess.Board()
     board.push_uci("e2e4")
-    move = chess.Move.from_uci(_bestmoves(out)[0])
+    move = chess.Move.from_uci(bestmoves(out)[0])
     value = move_value(Predictor.from_checkpoint(str(run)), board, move)
     assert f"score {score_words(board, [move], value, exact=False)[0].split(' ', 1)[1]}" in info
 
@@ -237,26 +237,6 @@ def test_the_uci_engine_scores_and_searches_with_the_models_own_value(trained, t
     # its own ValueFile (as beside the default model, whose default companion is another
     # model), it is the value model: no complaint either way.
     for value_file in ([], [f"setoption name ValueFile value {run}"]):
-        lines = _search_lines(tmp_path, [*setup, *value_file])
+        lines = search_lines(tmp_path, [*setup, *value_file])
         assert not [line for line in lines if line.startswith("info string")], lines
         assert [line for line in lines if " nodes 8 " in line and " score cp " in line], lines
-
-
-def _search_lines(tmp_path, setup: list[str]) -> list[str]:
-    """The output of an engine set up with `setup` and 8 playouts a move, after `go nodes 8`
-    from the start position, once it has answered."""
-    out = io.StringIO()
-    engine = UciServer(NeuralFactory(str(tmp_path)), out)
-    for line in [*setup, "setoption name Simulations value 8", "isready", "position startpos"]:
-        engine.handle(line)
-    assert isinstance(engine.chooser(), SearchChooser)
-    engine.handle("go nodes 8")
-    deadline = time.monotonic() + 120
-    while not _bestmoves(out) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    engine.handle("quit")
-    return out.getvalue().splitlines()
-
-
-def _bestmoves(out: io.StringIO) -> list[str]:
-    return [line.split()[1] for line in out.getvalue().splitlines() if line.startswith("bestmove")]
