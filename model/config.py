@@ -150,6 +150,14 @@ class TrainConfig:
     """The HL-Gauss sigma, in units of the bin width."""
     value_weight: float = 1.0
     """model.policy_value: the value head's cross-entropy's weight (>= 0) beside the policy's."""
+    soft_targets: float = 0.0
+    """bc on gateau, squares: the share, in [0, 1], of the policy's target that comes from the
+    teacher's values of all the board's moves (a softmax of their win probabilities over
+    soft_temperature), the rest being the best move's one-hot. Only boards with every move
+    valued (two or more) have such a target; the others keep the one-hot."""
+    soft_temperature: float = 0.05
+    """soft_targets: the softmax's temperature (> 0), in win probability: at 0.05 a move 0.05
+    worse than another gets e^-1 of its weight."""
     av_partial: bool = False
     """av: also train on partial boards (only some moves valued), left out by default."""
     dtype: str = "auto"
@@ -364,6 +372,15 @@ def validate(config: Config, check_data: bool = True) -> Config:
         )
     if t.value_weight < 0:
         raise ConfigError(f"train.value_weight must be >= 0, got {t.value_weight}")
+    if not 0 <= t.soft_targets <= 1:
+        raise ConfigError(f"train.soft_targets must be in [0, 1], got {t.soft_targets}")
+    if t.soft_targets and (m.backbone not in GRAPH_BACKBONES or t.target != "bc"):
+        raise ConfigError(
+            "train.soft_targets softens the BC policy of "
+            f"{' and '.join(GRAPH_BACKBONES)} (backbone {m.backbone!r}, target {t.target!r})"
+        )
+    if t.soft_temperature <= 0:
+        raise ConfigError(f"train.soft_temperature must be > 0, got {t.soft_temperature}")
     if m.attack_bias and m.backbone != "squares":
         raise ConfigError("model.attack_bias is a feature of the squares backbone's attention")
     if t.target not in TARGETS:

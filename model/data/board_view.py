@@ -102,6 +102,27 @@ def make_board_view(
     return make_view(data, target, num_bins)  # a value per board: already one item per board
 
 
+def soft_policy_targets(
+    best: np.ndarray, values: np.ndarray, complete: np.ndarray, share: float, temperature: float
+) -> np.ndarray:
+    """(b, E) float32 policy targets: the best move's one-hot (`best`, (b,) edge), of which
+    `share` is replaced, on the `complete` boards with two or more valued moves, by the
+    softmax of the moves' win probabilities (`values`, (b, E), NaN where none) over
+    `temperature`. Each row sums to 1 and is 0 off the move edges."""
+    rows = np.arange(len(best))
+    one_hot = np.zeros(values.shape, np.float32)
+    one_hot[rows, best] = 1.0
+    valued = ~np.isnan(values)
+    soft = complete & (valued.sum(axis=1) >= 2)
+    if not soft.any():
+        return one_hot
+    scaled = np.where(valued, values, -np.inf)[soft] / temperature
+    scaled -= scaled.max(axis=1, keepdims=True)
+    weights = np.exp(scaled)
+    one_hot[soft] = (1.0 - share) * one_hot[soft] + share * weights / weights.sum(axis=1, keepdims=True)
+    return one_hot
+
+
 class BoardBatches(Batches):
     """Batches of whole boards as padded graphs, for the gateau backbone.
 
@@ -110,7 +131,8 @@ class BoardBatches(Batches):
     of EDGE_STEP: one shape for the whole run (one compilation), the same on every host.
     Targets: AV `targets` (b, E) int32 bins (or (b, E, K) HL-Gauss) with
     `target_mask` (b, E) bool = the valued move edges; SV `targets` (b,) bins (or (b, K));
-    BC `targets` (b,) the best move's edge. `position` counts boards.
+    BC `targets` (b,) the best move's edge, or with soft targets (b, E) float32 a distribution
+    over the edges (soft_policy_targets). `position` counts boards.
     """
 
     EDGE_STEP = 32
@@ -150,6 +172,12 @@ class BoardBatches(Batches):
                 targets = bins.to_bins(values, s.num_bins)
         elif kind.value_head and s.hl_gauss:
             targets = bins.hl_gauss_targets(view.value[items], s.num_bins, s.hl_gauss_sigma_ratio)
+        elif s.soft_targets:  # BC against the best move mixed with all the moves' values
+            values = np.where(edge_index >= 0, self.boards.edge_win_probs[edge_index], np.nan)
+            complete = ~self.data.partial[board]
+            targets = soft_policy_targets(
+                view.label[items], values, complete, s.soft_targets, s.soft_temperature
+            )
         else:
             targets = view.label[items]
         value_targets = None

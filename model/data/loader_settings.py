@@ -24,6 +24,10 @@ class LoaderSettings:
     # BC boards also carry their state value's bin (`Batch.value_targets`) for a value head
     # beside the policy (model.policy_value).
     board_values: bool = False
+    # BC: this share of each fully valued board's target is the softmax of its moves' win
+    # probabilities over `soft_temperature` (model.config.TrainConfig.soft_targets).
+    soft_targets: float = 0.0
+    soft_temperature: float = 0.05
     av_partial: bool = False  # AV keeps the boards with only some moves valued
     prefetch: int = 4
     process_index: int = 0

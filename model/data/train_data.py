@@ -34,6 +34,8 @@ def loader_settings(config: Config) -> LoaderSettings:
         hl_gauss_sigma_ratio=t.hl_gauss_sigma_ratio,
         av_partial=t.av_partial,
         board_values=config.model.policy_value,
+        soft_targets=t.soft_targets,
+        soft_temperature=t.soft_temperature,
         prefetch=t.prefetch,
         process_index=jax.process_index(),
         process_count=jax.process_count(),

@@ -81,7 +81,9 @@ def make_loss(config: Config) -> Callable:
 def _cross_entropy(log_probs: jax.Array, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
     """-log p(target) and the hard target, for int targets or soft targets (last axis)."""
     if targets.ndim == log_probs.ndim:
-        return -(targets * log_probs).sum(axis=-1), jnp.argmax(targets, axis=-1)
+        # A BC policy is -inf off the move edges, where a soft target is 0: 0 there, not NaN.
+        terms = jnp.where(targets > 0, targets * log_probs, 0.0)
+        return -terms.sum(axis=-1), jnp.argmax(targets, axis=-1)
     nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
     return nll, targets
 
