@@ -1,5 +1,5 @@
 """The UCI engine's start with the search on: `uci` to `readyok` with `Simulations` set (256
-by default) and the default model (models/cpu with models/cpu-av), from an empty XLA
+by default) and the default model (models/cpu, its own value head), from an empty XLA
 compilation cache (`cold`: a fresh temporary cache, as on a first start) and then again from
 the cache that start filled (`warm`: lichess-bot's engine per game, a tournament's restarts).
 

@@ -56,8 +56,8 @@ def summary(times: list[float]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.web", description=__doc__)
-    parser.add_argument("--model", default=None, help="default models/cpu (with models/cpu-av)")
-    parser.add_argument("--value", default=None)
+    parser.add_argument("--model", default=None, help="default models/cpu")
+    parser.add_argument("--value", default=None, help="a value model beside it (default none)")
     parser.add_argument("--num", type=int, default=50)
     parser.add_argument("--simulations", type=int, default=0)
     parser.add_argument("--puzzles", default=None, help="default ../shared's, else the sample's")

@@ -1,7 +1,7 @@
 """The web board's first minute: `python -m eval.web` started as a person starts it (the
-default models/cpu with models/cpu-av, on a free port), from an empty XLA compilation cache
-(`cold`: a fresh temporary JAX_COMPILATION_CACHE_DIR, as on a first start) and then again from
-the cache that start filled (`warm`).
+default models/cpu, searching with its own value head, on a free port), from an empty XLA
+compilation cache (`cold`: a fresh temporary JAX_COMPILATION_CACHE_DIR, as on a first start)
+and then again from the cache that start filled (`warm`).
 
 For each start it times the first answer (`GET /api/status`, from the process's start), the
 first search (`GET /api/analysis` with `--simulations` playouts, from its request) and a
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "simulations": args.simulations,
         "search_batch": args.search_batch,
-        "model": "models/cpu + models/cpu-av",
+        "model": "models/cpu (its own value head)",
         "cpus": os.cpu_count(),
         "searchless_goal_s": SEARCHLESS_GOAL_S,
         "cold": cold,

@@ -2,14 +2,13 @@
 `mcts` agent and so the Elo ladder) sets it up: the default model files, the default search
 settings, and how a policy, the value model beside it and the tree search are put together.
 
-    pair = ModelPair.load("models/cpu", value_model_path("models/cpu"))
+    pair = ModelPair.load("models/cpu")                 # its own value head
     search = pair.search(SearchSettings(batch=8))     # eval/agents/mcts.TreeSearch
 
-A BC policy reports values and searches with an AV or SV value model beside it (AlphaZero's
-policy and value pair), or with a value head of its own beside the policy (model.policy_value)
-where no value model is given; an AV or SV model values its moves itself and takes none. The
-default policy is BC, so its value model comes with it unless another is named; a policy
-someone names gets the value model they name, or none (its own head, where it has one).
+A BC policy reports values and searches with a value head of its own beside the policy
+(model.policy_value, as the default models/cpu has: AlphaZero's one network), or with an AV or
+SV value model named beside it; an AV or SV model values its moves itself and takes none. No
+value model comes with a policy unless someone names one.
 """
 
 from __future__ import annotations
@@ -28,21 +27,13 @@ from eval.agents.evaluators import (
 from eval.agents.mcts import DEFAULT_CPUCT, SearchConfig, TreeSearch
 
 # The policy the UCI engine, the web board and the Elo ladder play by default (make cpu-model
-# ships it), and its value model: models/cpu is a BC policy (with a value head of its own, which
-# `ValueFile models/cpu` or `value=` left out of an mcts spec uses); models/cpu-av values moves.
+# ships it): a BC policy with a value head of its own, so that it scores and searches alone.
+# It searches better with that head than beside models/cpu-av (an AV model, which anyone may
+# name as its value model), in 0.6 of the time (docs/cpu-model.md, "Search on top").
 DEFAULT_MODEL = "models/cpu"
-DEFAULT_VALUE_MODEL = "models/cpu-av"
 # Leaves per network call when a front end searches: on a CPU a batch of 8 leaves costs little
 # more than their sum, and the virtual loss keeps the search close to the sequential one.
 DEFAULT_SEARCH_BATCH = 8
-
-
-def value_model_path(model: str, value: str = "") -> str:
-    """The value model to pair with the policy `model`: `value` where one is named, else the
-    default policy's companion beside the default policy, else none ("")."""
-    if value:
-        return value
-    return DEFAULT_VALUE_MODEL if model == DEFAULT_MODEL else ""
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from core.engine_path import find_engine
 from core.openings import choose_openings, load_openings
 from eval.agents.base import Agent
 from eval.agents.mcts import DEFAULT_SIMS
-from eval.agents.neural_setup import DEFAULT_MODEL, DEFAULT_SEARCH, DEFAULT_VALUE_MODEL
+from eval.agents.neural_setup import DEFAULT_MODEL, DEFAULT_SEARCH
 from eval.agents.players import make_agent
 from eval.agents.uci_handshake import check_uci
 from eval.elo.ladder_player import Engine, LadderConfig, LadderGames, PlayerRun, rate_player
@@ -70,11 +70,11 @@ from runtime.outputs import check_dir, disk_full, disk_full_line, writing
 from runtime.progress import format_duration
 
 # The default model searchless, and searching as the front ends do by default
-# (eval/agents/neural_setup.py): PUCT with its value model valuing the leaves, the default
+# (eval/agents/neural_setup.py): PUCT with its own value head valuing the leaves, the default
 # leaves per call, the mcts agent's playouts.
 DEFAULT_MODELS = (
     f"neural:{DEFAULT_MODEL},name={DEFAULT_MODEL}",
-    f"mcts:{DEFAULT_MODEL},value={DEFAULT_VALUE_MODEL},batch={DEFAULT_SEARCH.batch},"
+    f"mcts:{DEFAULT_MODEL},batch={DEFAULT_SEARCH.batch},"
     f"sims={DEFAULT_SIMS},name={DEFAULT_MODEL}+search{DEFAULT_SIMS}",
 )
 DEFAULT_BASELINES = ("greedy", "random")

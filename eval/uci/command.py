@@ -83,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         seed = parse_value(find_option("Seed"), str(args.seed))
     except UciError as e:
         parser.error(str(e))
-    # The default model keeps its name, so that UciOptions.value_model_path knows it and puts
-    # its value model beside it; the factory resolves both as it resolves any WeightsFile.
+    # The default model keeps its name; the factory resolves it as it resolves any WeightsFile.
     defaults = UciOptions(
         weights=(resolved.path or weights) if args.checkpoint else DEFAULT_MODEL,
         temperature=temperature,

@@ -96,20 +96,19 @@ class NeuralFactory:
         )
 
     def _value_model(self, predictor, options: UciOptions, warm: bool = True):
-        """(the value model, None) beside a BC policy (UciOptions.value_model_path); (the
-        fallback, why not) when it cannot be used; (None, None) beside an AV or SV model,
-        which values moves itself, or where there is none. The fallback, and the value model
-        where none is named, is the policy itself where it has a value head beside it."""
-        path = options.value_model_path()
+        """(the value model, None) beside a BC policy (ValueFile); (the fallback, why not)
+        when it cannot be used; (None, None) beside an AV or SV model, which values moves
+        itself, or where there is none. The fallback, and the value model where none is
+        named, is the policy itself where it has a value head beside it."""
+        path = options.value_weights
         if predictor.config.target_kind.value_head:
             return None, None
         own = predictor if getattr(predictor, "values_boards", False) else None
         if not path:
             return own, None
-        named = bool(options.value_weights)  # the default companion may be absent quietly
         resolved = resolve_path(path, self.start_dir)
         if resolved.path is None:
-            return own, (f"no value model: {resolved.describe_missing()}" if named else None)
+            return own, f"no value model: {resolved.describe_missing()}"
         try:
             value_model = self._load(resolved.path, options, warm)
         except ModelUnavailable as e:

@@ -7,7 +7,7 @@ fastchess send by default, each doing what it honestly can:
 | option | effect |
 |---|---|
 | `WeightsFile` | the model (run dir or checkpoint dir), Lc0's name for it |
-| `ValueFile` | a BC model's value model (AV, SV): score, WDL, search (default: value_model_path) |
+| `ValueFile` | a BC model's value model (AV, SV): score, WDL, search (default: its own head) |
 | `Threads` | the most CPU threads the model's runtime uses; 0 = every CPU the engine may use |
 | `Hash` | MB the search's tree may take; a full tree stops growing (its search ends) |
 | `Move Overhead` | milliseconds kept back from the clock by the time management (eval.uci.go) |
@@ -32,7 +32,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Literal
 
 from eval.agents.mcts import max_nodes_for
-from eval.agents.neural_setup import DEFAULT_MODEL, DEFAULT_SEARCH, SearchSettings, value_model_path
+from eval.agents.neural_setup import DEFAULT_MODEL, DEFAULT_SEARCH, SearchSettings
 
 EMPTY = "<empty>"  # how UCI shows an empty string option
 
@@ -44,7 +44,7 @@ class UciError(ValueError):
 @dataclass(frozen=True)
 class UciOptions:
     weights: str = DEFAULT_MODEL
-    value_weights: str = ""  # used only beside a BC model; "": see value_model_path
+    value_weights: str = ""  # used only beside a BC model; "": its own value head, if any
     threads: int = 0
     # A search tree's node takes ~4 KB (eval/mcts.NODE_BYTES), far more than a Stockfish
     # hash entry: 256 MB hold 65,536 of them, minutes of a CPU's search.
@@ -62,10 +62,6 @@ class UciOptions:
     search_contempt: int = 0
     search_batch: int = DEFAULT_SEARCH.batch
     prior_temperature: float = DEFAULT_SEARCH.prior_temperature
-
-    def value_model_path(self) -> str:
-        """ValueFile, or where it is empty the default model's companion (none for others)."""
-        return value_model_path(self.weights, self.value_weights)
 
     def search_settings(self) -> SearchSettings:
         """The search the options ask for (with Simulations > 0): SearchContempt 0 is plain

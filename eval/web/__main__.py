@@ -13,10 +13,10 @@ import os
 import sys
 import threading
 
-from eval.agents.neural_setup import DEFAULT_MODEL, DEFAULT_SEARCH, DEFAULT_VALUE_MODEL
+from eval.agents.neural_setup import DEFAULT_MODEL, DEFAULT_SEARCH
 from eval.web.api import MAX_SIMULATIONS, WebSettings
 from eval.web.http_server import WebServer
-from eval.web.models import NO_VALUE, ModelError, ModelStore
+from eval.web.models import ModelError, ModelStore
 from runtime.interrupts import interrupted
 
 PROG = "python -m eval.web"
@@ -40,8 +40,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--value",
-        help=f"the AV or SV model beside a BC policy (default {DEFAULT_VALUE_MODEL} beside "
-        f"{DEFAULT_MODEL}); '{NO_VALUE}' for none",
+        help="an AV or SV model to value the moves of a BC policy (default none: a policy "
+        f"with a value head of its own, as {DEFAULT_MODEL} has, values with it)",
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 = any free port")
     parser.add_argument(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from core.targets import target_kind
 from eval.agents.model_files import keep_compilations_on_disk, label
-from eval.agents.neural_setup import DEFAULT_MODEL, load_predictor, value_model_path
+from eval.agents.neural_setup import DEFAULT_MODEL, load_predictor
 from runtime.paths import project_root, resolve_path
 
 MODELS_DIR = "models"
@@ -123,20 +123,12 @@ class ModelStore:
 
     @classmethod
     def create(cls, model: str | None, value: str | None, start_dir: str) -> ModelStore:
-        """The store for `--model` (default models/cpu) and `--value` (default: the front
-        ends' rule, eval/agents/neural_setup.value_model_path: models/cpu-av beside the
-        default model; "none" for none). ModelError naming the path when either is missing."""
+        """The store for `--model` (default models/cpu) and `--value` (default none: a BC
+        policy with a value head of its own, as models/cpu is, values with it; "none" for
+        none). ModelError naming the path when either is missing."""
         chosen = _resolved(model or DEFAULT_MODEL, start_dir, "model")
-        value_path = (
-            "" if value == NO_VALUE else value_model_path(model or DEFAULT_MODEL, value or "")
-        )
-        companion = None
-        if value_path:
-            try:
-                companion = _resolved(value_path, start_dir, "value model")
-            except ModelError:
-                if value:  # named: its absence is an error; the default's may be quiet
-                    raise
+        value_path = "" if value in (None, NO_VALUE) else value
+        companion = _resolved(value_path, start_dir, "value model") if value_path else None
         root = project_root()
         offered = discover(os.path.join(root or start_dir, MODELS_DIR))
         models = {info.name: info for info in offered}

@@ -1,8 +1,8 @@
 """The front ends' one source of defaults and of the policy + value + search assembly
 (eval/agents/neural_setup.py): the UCI engine's options, the web board's models and settings
 and the Elo ladder's players all take theirs from it; and the pair it builds searches with the
-committed models (models/cpu, a BC policy with a value head of its own, and its default value
-model models/cpu-av)."""
+committed models (models/cpu, a BC policy with a value head of its own, and models/cpu-av,
+an AV model that can be named as its value model)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,8 @@ from eval.agents.neural_setup import (
     DEFAULT_MODEL,
     DEFAULT_SEARCH,
     DEFAULT_SEARCH_BATCH,
-    DEFAULT_VALUE_MODEL,
     ModelPair,
     SearchSettings,
-    value_model_path,
 )
 from eval.agents.players import MctsAgent
 from eval.agents.specs import agent_arguments, parse_agent_spec
@@ -49,7 +47,7 @@ def test_the_search_defaults_are_the_searchs_own_but_the_batch():
 def test_the_uci_engines_defaults_are_the_modules():
     options = UciOptions()
     assert options.weights == DEFAULT_MODEL
-    assert options.value_model_path() == DEFAULT_VALUE_MODEL
+    assert options.value_weights == ""  # models/cpu values with its own head
     assert (options.search_batch, options.cpuct, options.prior_temperature) == (
         DEFAULT_SEARCH.batch,
         DEFAULT_SEARCH.cpuct,
@@ -70,25 +68,15 @@ def test_the_uci_options_search_as_they_say():
     assert UciOptions(search_contempt=5).search_settings().contempt == 5
 
 
-def test_the_value_model_goes_beside_the_default_policy_only_unless_named():
-    assert value_model_path(DEFAULT_MODEL) == DEFAULT_VALUE_MODEL
-    assert value_model_path(DEFAULT_MODEL, "runs/sv") == "runs/sv"
-    assert value_model_path("runs/bc") == ""
-    assert value_model_path("runs/bc", "runs/sv") == "runs/sv"
-    assert UciOptions(weights="runs/bc").value_model_path() == ""
-
-
 @needs_models
 def test_the_web_boards_defaults_are_the_modules(tmp_path):
     store = ModelStore.create(None, None, str(tmp_path))  # found in the checkout
     assert store.models[store.default_model].path == str(ROOT / DEFAULT_MODEL)
-    assert store.models[store.default_value].path == str(ROOT / DEFAULT_VALUE_MODEL)
-    assert (store.default_model, store.default_value) == (
-        label(DEFAULT_MODEL),
-        label(DEFAULT_VALUE_MODEL),
-    )
-    named = ModelStore.create(DEFAULT_VALUE_MODEL, None, str(tmp_path))
-    assert named.default_value is None  # an AV model named: no companion
+    # No value model beside it: models/cpu values with its own head.
+    assert (store.default_model, store.default_value) == (label(DEFAULT_MODEL), None)
+    assert store.value_model(store.default_model, None) is None
+    named = ModelStore.create(DEFAULT_MODEL, "models/cpu-av", str(tmp_path))
+    assert named.default_value == "cpu-av"  # a value model named: beside the policy
     assert WebSettings().search_batch == DEFAULT_SEARCH.batch
     assert parse_args([]).search_batch == DEFAULT_SEARCH.batch
 
@@ -97,7 +85,7 @@ def test_the_ladders_default_players_are_the_modules():
     neural, mcts = (parse_agent_spec(spec) for spec in DEFAULT_MODELS)
     assert (neural.kind, neural.options["path"]) == ("neural", DEFAULT_MODEL)
     arguments = agent_arguments(mcts, engine_path=None)
-    assert (arguments["path"], arguments["value_path"]) == (DEFAULT_MODEL, DEFAULT_VALUE_MODEL)
+    assert (arguments["path"], arguments["value_path"]) == (DEFAULT_MODEL, None)
     assert arguments["config"] == SearchConfig(batch=DEFAULT_SEARCH.batch)
     assert arguments["sims"] == DEFAULT_SIMS
 
@@ -120,10 +108,10 @@ def _imported_modules(path: pathlib.Path) -> set[str]:
 def pair():
     if not HAVE_MODELS:
         pytest.skip("models/cpu(-av) not in this checkout")
-    return ModelPair.load(str(ROOT / DEFAULT_MODEL), str(ROOT / value_model_path(DEFAULT_MODEL)))
+    return ModelPair.load(str(ROOT / DEFAULT_MODEL), str(ROOT / "models/cpu-av"))
 
 
-def test_the_default_pair_searches(pair):
+def test_a_policy_searches_with_a_value_model_named_beside_it(pair):
     search = pair.search(SearchSettings(batch=2))
     assert search.config == SearchConfig(batch=2) and search.evaluator.target == "bc+av"
     board = chess.Board()
@@ -149,10 +137,8 @@ def test_a_bc_policy_searches_alone_only_with_a_value_head_of_its_own(pair, tiny
 
 @needs_models
 def test_the_mcts_agent_is_built_on_the_pair():
-    agent = MctsAgent.from_checkpoint(
-        str(ROOT / DEFAULT_MODEL), str(ROOT / DEFAULT_VALUE_MODEL), sims=2, name="m"
-    )
+    agent = MctsAgent.from_checkpoint(str(ROOT / DEFAULT_MODEL), None, sims=2, name="m")
     with agent:
-        assert agent.target == "bc+av" and agent.search.config == SearchConfig()
+        assert agent.target == "bc+value" and agent.search.config == SearchConfig()
         board = chess.Board()
         assert board.is_legal(agent.choose_move(board))

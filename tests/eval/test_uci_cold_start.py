@@ -1,7 +1,7 @@
 """The searching engine's start: `readyok` once the policy is compiled, the search's shapes
 compiling in a thread of their own. Until they are, a move on the clock is the policy's,
 a `go` without a clock waits for the search (or plays the policy's at `stop`); then the
-search plays. With the real models/cpu and models/cpu-av."""
+search plays. With the real models/cpu (its own value head)."""
 
 from __future__ import annotations
 

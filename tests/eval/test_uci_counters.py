@@ -1,6 +1,6 @@
 """Move 1,000 and later: a legal position whose fullmove number (or halfmove clock) is past
 the tokenizer's three digits is played by the model as if it read 999, with the real
-committed models (models/cpu, a BC gateau policy, and its value model models/cpu-av), the
+committed model (models/cpu, a BC gateau policy with a value head of its own), the
 policy and the search alike: no error, no random move."""
 
 from __future__ import annotations

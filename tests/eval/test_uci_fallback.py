@@ -1,6 +1,6 @@
 """A searching UCI engine whose search has nothing when its move is due (a clock of a few
 milliseconds, a loaded machine), or whose search fails: it plays the policy's move, never a
-random one, with the real committed models (models/cpu, a BC policy, and models/cpu-av)."""
+random one, with the real committed model (models/cpu, a BC policy with its own value head)."""
 
 from __future__ import annotations
 

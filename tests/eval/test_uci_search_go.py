@@ -1,4 +1,4 @@
-"""The searching UCI engine (models/cpu with models/cpu-av, in this process) and the `go`
+"""The searching UCI engine (models/cpu with its own value head, in this process) and the `go`
 limits and commands a GUI sends besides the clocks: `setoption` during `go infinite` (applied
 once the search ends, as Stockfish does), `go depth N` (a playout budget, 4^N) and `go mate N`
 (ends at a mate found)."""

@@ -1,5 +1,5 @@
-"""The searching engine's limits, with the shipped model (models/cpu, a BC policy, and its
-value model models/cpu-av) in a real engine process: every network shape a search can use
+"""The searching engine's limits, with the shipped model (models/cpu, a BC policy with a
+value head of its own) in a real engine process: every network shape a search can use
 is compiled before `readyok` (JAX's compile log counts them), `stop` is answered at once
 while the search runs, a move keeps to its clock even while a batch is compiling (the
 engine started without its warm-up), and Hash bounds the search tree."""
@@ -66,8 +66,10 @@ def test_a_search_game_compiles_nothing_once_the_search_is_ready(uci_process, tm
     engine.send("position startpos")
     timed(engine, "go nodes 1")
     compiled = compiles(log)
-    # Each model: 1 and SearchBatch boards at two edge widths, and one wide board.
-    assert len(compiled) == 10, compiled
+    # One model (its value head beside the policy, one program for both): 1 and SearchBatch
+    # boards at two edge widths, and one wide board.
+    assert len(compiled) == 5, compiled
+    assert all(name.startswith("both ") for name in compiled), compiled
     rng = random.Random(3)
     board = chess.Board()
     nodes = [1, 2, 3, 5, 8, 13, 21, 40, 64, 100]

@@ -1,5 +1,5 @@
-"""The UCI engine in the test's own process, on the committed models/cpu (a BC policy) and
-models/cpu-av (its value model): its output read a line at a time as a GUI reads it, and its
+"""The UCI engine in the test's own process, on the committed models/cpu (a BC policy with a
+value head of its own): its output read a line at a time as a GUI reads it, and its
 search's evaluator held when a test needs a search that has nothing yet; and the output of one
 search of an engine set up by a test's own options."""
 

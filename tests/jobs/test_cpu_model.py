@@ -225,17 +225,17 @@ def test_shipped_model_is_the_uci_engines_default(tmp_path, console_script, name
     best = [line.split()[1] for line in out if line.startswith("bestmove ")]
     board = parse_position("startpos moves e2e4 e7e5".split())
     assert len(best) == 1 and board.is_legal(chess.Move.from_uci(best[0]))
-    # The default policy is BC; its companion models/cpu-av gives the move a score, however
-    # the default model is named.
+    # The default policy is BC with a value head of its own, which gives the move a score,
+    # however the default model is named.
     [info] = [line for line in out if line.startswith("info depth")]
     assert " score " in info, info
 
 
-def test_the_default_value_model_stays_beside_the_default_model(
+def test_a_bc_model_without_a_value_head_scores_and_searches_with_none(
     tmp_path, console_script, tiny_bc_run
 ):
-    # Another BC model gets no value model of the default's: it reports no score, and says
-    # it cannot search.
+    # A BC model without a value head of its own gets none: it reports no score, and says it
+    # cannot search.
     lines = [
         "uci",
         f"setoption name WeightsFile value {tiny_bc_run}",

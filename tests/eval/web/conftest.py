@@ -84,7 +84,7 @@ def start_server(*args: str, env=None) -> tuple[subprocess.Popen, str, list[str]
 
 @pytest.fixture(scope="session")
 def web_server():
-    """(URL, output lines) of the server on models/cpu (BC) with models/cpu-av for values;
+    """(URL, output lines) of the server on models/cpu (BC, with its own value head);
     searches one leaf per network call, whose shapes the start compiles already."""
     if not (ROOT / "models" / "cpu" / "checkpoints").is_dir():
         pytest.skip("models/cpu is not in this checkout")

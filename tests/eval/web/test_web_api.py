@@ -1,16 +1,22 @@
-"""The web board's JSON API against the real server and the shipped models/cpu (a BC policy)
-with models/cpu-av (AV) beside it: the analysis, the model's moves, the tree search, the game
-helpers (position, FEN/PGN paste, PGN export), and one clear 4xx line for every bad input."""
+"""The web board's JSON API against the real server and the shipped models/cpu (a BC policy
+with a value head of its own) and models/cpu-av (AV): the analysis, the model's moves, the tree
+search, the game helpers (position, FEN/PGN paste, PGN export), and one clear 4xx line for
+every bad input."""
 
 from __future__ import annotations
 
 import http.client
 import io
 import json
+import pathlib
 
 import chess
 import chess.pgn
 import pytest
+
+from eval.agents.neural_setup import load_predictor
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 START = chess.STARTING_FEN
 # White to move, mated: the game is over.
@@ -32,7 +38,8 @@ def test_models_lists_the_shipped_models_and_defaults(client):
     kinds = {m["name"]: (m["target"], m["kind"]) for m in body["models"]}
     assert kinds["cpu"] == ("bc", "prob")
     assert kinds["cpu-av"] == ("av", "win")
-    assert body["default_model"] == "cpu" and body["default_value"] == "cpu-av"
+    # No value model beside the default policy: models/cpu values with its own head.
+    assert body["default_model"] == "cpu" and body["default_value"] is None
 
 
 def test_analysis_scores_every_legal_move_best_first(client):
@@ -46,12 +53,29 @@ def test_analysis_scores_every_legal_move_best_first(client):
     assert sum(scores) == pytest.approx(1.0, abs=PROB_TOLERANCE)
     assert body["best"] == moves[0]["uci"]
     assert moves[0]["san"] == chess.Board().san(chess.Move.from_uci(moves[0]["uci"]))
-    # The value model's win chance of each move, and the position's value (its best move).
-    wins = [m["win"] for m in moves]
-    assert all(0.0 <= w <= 1.0 for w in wins)
-    assert body["value"] == pytest.approx(max(wins), abs=1e-6)
+    # The model's own value head: each move's win chance (one minus its value of the board
+    # after the move) and the position's value (its value of the board).
+    wins = {m["uci"]: m["win"] for m in moves}
+    assert all(0.0 <= w <= 1.0 for w in wins.values())
+    model = load_predictor(str(ROOT / "models" / "cpu"))
+    after = chess.Board()
+    after.push_uci(body["best"])
+    [own, reply] = model.state_values([START, after.fen()])
+    assert body["value"] == pytest.approx(float(own), abs=1e-5)  # float32, another batch
+    assert wins[body["best"]] == pytest.approx(1.0 - float(reply), abs=1e-5)
     assert body["white_value"] == body["value"]  # White to move
     assert body["search"] is None
+
+
+def test_a_value_model_named_beside_the_policy_gives_the_win_chances(client):
+    status, body = client.get("/api/analysis", fen=START, value="cpu-av")
+    assert status == 200 and body["value_model"] == "cpu-av"
+    wins = [m["win"] for m in body["moves"]]
+    assert all(0.0 <= w <= 1.0 for w in wins)
+    # An AV model's value of the position is its best move's.
+    assert body["value"] == pytest.approx(max(wins), abs=1e-6)
+    _, own = client.get("/api/analysis", fen=START)
+    assert own["value_model"] is None and own["value"] != body["value"]
 
 
 def test_analysis_of_a_value_model_scores_win_chances(client):

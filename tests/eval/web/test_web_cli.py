@@ -85,7 +85,7 @@ def test_the_named_run_is_offered_beside_the_shipped_models(tmp_path):
     run = _run_dir(tmp_path / "my-sv", "sv")
     store = ModelStore.create(str(run), None, str(tmp_path))
     assert store.default_model == "my-sv"
-    assert store.default_value is None  # only the default model has a default companion
+    assert store.default_value is None  # no value model unless one is named
     assert store.models["my-sv"].kind == "win"
     assert {"cpu", "cpu-av"} <= set(store.models)
     store = ModelStore.create(None, "none", str(tmp_path))
