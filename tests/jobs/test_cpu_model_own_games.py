@@ -39,7 +39,7 @@ def test_the_main_data_has_the_own_games_split_only_when_the_step_is_on(tmp_path
     model = tmp_path / "model"
     model.mkdir()
     full = SCALES["full"]
-    assert full.own_games == 0  # off at the full scale until measured
+    assert full.own_games == 0  # off at the full scale: measured, no stronger in games
     assert OWN_GAMES_SPLIT not in _splits(full, _paths(tmp_path, model))
     on = dataclasses.replace(full, own_games=2)
     assert _splits(on, _paths(tmp_path, model))[-1] == OWN_GAMES_SPLIT
