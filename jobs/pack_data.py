@@ -16,6 +16,8 @@ pack (`--beside`, e.g. gpu-carry/wheels), less a margin.
 centipawn and mate scores (`cp`, `mate`, `state_cp`, `state_mate`: the win probabilities hold
 the values) and the board's own value (`state_win_prob`, an SV target's), which are ~a
 quarter of a best-move board's bytes; BC and AV train on the pack as before, SV cannot.
+`--policy-value` nulls the same but the board's value, which a BC policy with a value head
+beside it (`[model] policy_value`) trains its head on.
 
 `--measure CONFIG` then times the training loader on the packed shards, on this machine:
 reading them, building every board's graph (python-chess, one core) and serving batches of
@@ -53,6 +55,9 @@ MARGIN = 2 * 2**20  # files made between packing and the call (logs, caches)
 MANIFEST = "pack.json"
 # What --policy-only nulls: read by no BC or AV training (core.schema: all nullable).
 POLICY_UNUSED = ("cp", "mate", "state_win_prob", "state_cp", "state_mate")
+# What --policy-value nulls: a BC policy's value head (model.policy_value) reads the board's
+# win probability too.
+POLICY_VALUE_UNUSED = tuple(name for name in POLICY_UNUSED if name != "state_win_prob")
 
 
 @dataclass(frozen=True)
@@ -93,13 +98,13 @@ def default_budget(beside: Sequence[str], root: str = ".") -> int:
     return CARRY_LIMIT - tracked_bytes(root) - sum(map(folder_bytes, beside)) - MARGIN
 
 
-def recompress(source: str, target: str, level: int, policy_only: bool = False) -> int:
+def recompress(source: str, target: str, level: int, nulled: Sequence[str] = ()) -> int:
     """`source` rewritten to `target` with zstd at `level`, schema (and its metadata) kept,
-    the POLICY_UNUSED columns nulled when `policy_only`; returns its rows."""
+    the `nulled` columns emptied; returns its rows."""
     with reading_shard(source):
         table = pq.read_table(source)
-    if policy_only:
-        for name in POLICY_UNUSED:
+    if nulled:
+        for name in nulled:
             index = table.schema.get_field_index(name)
             field = table.schema.field(index)
             table = table.set_column(index, field, pa.nulls(table.num_rows, field.type))
@@ -114,10 +119,11 @@ def recompress(source: str, target: str, level: int, policy_only: bool = False) 
 
 
 def pack(
-    data: str, out: str, budget: int, level: int = 19, policy_only: bool = False
+    data: str, out: str, budget: int, level: int = 19, nulled: Sequence[str] = ()
 ) -> list[Packed]:
     """Whole shards of `data` recompressed into `out` (emptied first) while they fit `budget`
-    bytes; each packed shard is read back through the loader's schema check."""
+    bytes, the `nulled` columns emptied (POLICY_UNUSED, POLICY_VALUE_UNUSED); each packed shard
+    is read back through the loader's schema check."""
     sources = board_files(data)
     for file in sources:  # a file of the wrong schema stops the packing before any work
         with reading_shard(file):
@@ -133,7 +139,7 @@ def pack(
     with tempfile.TemporaryDirectory(dir=out) as scratch:
         for source in sources:
             trial = os.path.join(scratch, "shard.parquet")
-            boards = recompress(source, trial, level, policy_only)
+            boards = recompress(source, trial, level, nulled)
             size = os.path.getsize(trial)
             if used + size > budget:
                 continue
@@ -154,11 +160,12 @@ def pack(
 
 
 def write_manifest(
-    out: str, packed: list[Packed], sources: int, budget: int, level: int, policy_only: bool
+    out: str, packed: list[Packed], sources: int, budget: int, level: int, nulled: Sequence[str]
 ) -> dict:
     document = {
         "boards": sum(p.boards for p in packed),
-        "policy_only": policy_only,
+        "policy_only": tuple(nulled) == POLICY_UNUSED,
+        "nulled": list(nulled),
         "bytes": sum(p.bytes_after for p in packed),
         "budget_bytes": budget,
         "zstd_level": level,
@@ -214,8 +221,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget-mib", type=float, help="default: what the 64 MiB leave")
     parser.add_argument("--beside", action="append", default=[], help="carried with it")
     parser.add_argument("--level", type=int, default=19, help="zstd level (1-22)")
-    parser.add_argument(
+    nulling = parser.add_mutually_exclusive_group()
+    nulling.add_argument(
         "--policy-only", action="store_true", help="null the columns BC and AV never read"
+    )
+    nulling.add_argument(
+        "--policy-value",
+        action="store_true",
+        help="null those but the board's value, which a policy's value head reads",
     )
     parser.add_argument("--measure", metavar="CONFIG", help="then time this config's loader")
     args = parser.parse_args(argv)
@@ -227,8 +240,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise OutputError(f"no room left to pack: the budget is {budget / 2**20:.1f} MiB")
         check_dir(args.out)
         sources = len(board_files(args.data))
-        packed = pack(args.data, args.out, budget, args.level, args.policy_only)
-        document = write_manifest(args.out, packed, sources, budget, args.level, args.policy_only)
+        nulled = (
+            POLICY_UNUSED if args.policy_only else POLICY_VALUE_UNUSED if args.policy_value else ()
+        )
+        packed = pack(args.data, args.out, budget, args.level, nulled)
+        document = write_manifest(args.out, packed, sources, budget, args.level, nulled)
     except (FileNotFoundError, SchemaError, OutputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -40,8 +40,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--value",
-        help="an AV or SV model to value the moves of a BC policy (default none: a policy "
-        f"with a value head of its own, as {DEFAULT_MODEL} has, values with it)",
+        help="an AV or SV model to value the moves of a BC policy (default none, as is "
+        f"'none': a policy with a value head of its own, as {DEFAULT_MODEL} has, values with it)",
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 = any free port")
     parser.add_argument(

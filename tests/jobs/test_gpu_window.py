@@ -66,7 +66,9 @@ def test_pack_takes_whole_shards_within_the_budget_recompressed(shards, tmp_path
 
 def test_policy_only_pack_keeps_what_bc_and_av_read_and_is_smaller(shards, tmp_path):
     full = pack_data.pack(str(shards), str(tmp_path / "full"), 2**30)
-    slim = pack_data.pack(str(shards), str(tmp_path / "slim"), 2**30, policy_only=True)
+    slim = pack_data.pack(
+        str(shards), str(tmp_path / "slim"), 2**30, nulled=pack_data.POLICY_UNUSED
+    )
     assert sum(p.bytes_after for p in slim) < sum(p.bytes_after for p in full)
     before = read_boards(str(tmp_path / "full")).to_pylist()
     after = read_boards(str(tmp_path / "slim")).to_pylist()
@@ -83,6 +85,22 @@ def test_policy_only_pack_keeps_what_bc_and_av_read_and_is_smaller(shards, tmp_p
     np.testing.assert_array_equal(a.pair_actions, b.pair_actions)
     np.testing.assert_array_equal(a.pair_win_probs, b.pair_win_probs)
     assert np.isnan(b.state_win_probs).all()  # the SV target's column is what went
+
+
+def test_policy_value_pack_keeps_the_boards_value_for_the_value_head(shards, tmp_path):
+    out = tmp_path / "pv"
+    argv = ["--data", str(shards), "--out", str(out), "--budget-mib", "5", "--policy-value"]
+    assert pack_data.main(argv) == 0
+    manifest = json.loads((out / pack_data.MANIFEST).read_text())
+    assert manifest["nulled"] == list(pack_data.POLICY_VALUE_UNUSED)
+    assert not manifest["policy_only"]
+    rows = read_boards(str(out)).to_pylist()
+    assert all(row[name] is None for row in rows for name in pack_data.POLICY_VALUE_UNUSED)
+    full = load_boards(str(shards))
+    kept = load_boards(str(out))
+    np.testing.assert_array_equal(kept.states, full.states)
+    np.testing.assert_array_equal(kept.state_win_probs, full.state_win_probs)  # the head's
+    assert not np.isnan(kept.state_win_probs).all()
 
 
 def test_pack_command_says_what_it_packed_and_refuses_bad_input(shards, tmp_path, capsys):

@@ -234,8 +234,7 @@ def test_the_uci_engine_scores_and_searches_with_the_models_own_value(trained, t
     assert f"score {score_words(board, [move], value, exact=False)[0].split(' ', 1)[1]}" in info
 
     # With Simulations it searches on its own: no value model named, none needed; and named as
-    # its own ValueFile (as beside the default model, whose default companion is another
-    # model), it is the value model: no complaint either way.
+    # its own ValueFile, it is the value model: no complaint either way.
     for value_file in ([], [f"setoption name ValueFile value {run}"]):
         lines = search_lines(tmp_path, [*setup, *value_file])
         assert not [line for line in lines if line.startswith("info string")], lines

@@ -210,8 +210,8 @@ async function start() {
     $("model").add(new Option(`${m.name} (${m.target || "?"})`, m.name, false, m.name === info.default_model));
     if (m.kind === "win") $("value").add(new Option(m.name, m.name, false, m.name === info.default_value));
   }
-  // "none": a policy with a value head of its own (models/cpu) values with it.
-  $("value").add(new Option("its own", "none", false, !info.default_value));
+  // "none": a policy with a value head of its own (models/cpu) values with it; others have none.
+  $("value").add(new Option("its own / none", "none", false, !info.default_value));
   $("playouts").max = info.max_simulations;
   showValueChoice();
   orientForUser();

@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-START_TIMEOUT_S = 300  # loading two models; XLA compiles them where its disk cache is empty
+START_TIMEOUT_S = 300  # loading the model; XLA compiles it where its disk cache is empty
 READY = "serving the board on "
 
 

@@ -1,6 +1,6 @@
 """The web board computes only what someone waits for: a search whose client hung up stops,
 one superseded by a newer request of its page stops, and a policy's answer (no search) does
-not wait behind a search. Against the real server (conftest: models/cpu with models/cpu-av,
+not wait behind a search. Against the real server (conftest: models/cpu, its own value head,
 one leaf per network call, so a 5000-playout search runs for many seconds), with raw
 sockets that hang up as a closed browser tab does; every wait is for an event the server
 reports in GET /api/status, with a generous bound."""

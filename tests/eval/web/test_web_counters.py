@@ -1,6 +1,6 @@
 """Move 1,000 and later on the web board: a legal position whose fullmove number is past the
 tokenizer's three digits is analysed and played as if it read 999, against the real server
-with models/cpu (BC) and models/cpu-av (AV) for values."""
+with models/cpu (BC, its own value head) and models/cpu-av (AV)."""
 
 from __future__ import annotations
 
