@@ -135,8 +135,8 @@ def _document(command: str, engine: Engine, config: LadderConfig, runs, seconds:
 
 def _start_games(out: pathlib.Path, settings: str, players: _Players, log) -> EarlierGames:
     """The earlier run's games to reuse, or, when they cannot be, its results moved aside."""
-    names = {agent.name for _, _, agent in players.entries}
-    earlier, reason = earlier_games(out, PGN_NAME, settings, names)
+    specs = {agent.name: spec for spec, _, agent in players.entries}
+    earlier, reason = earlier_games(out, PGN_NAME, settings, specs)
     if reason is not None:
         folder = set_aside(out, OUTPUTS)
         log(f"elo ladder: {reason}: moved the earlier results to {folder}; starting over")

@@ -25,7 +25,7 @@ from eval.elo.fixed_opponents import (
     summed,
 )
 from eval.elo.ladder_report import describe_fit, how_it_ended
-from eval.elo.ladder_resume import SECONDS_TAG, SETTINGS_TAG, EarlierGames, game_key
+from eval.elo.ladder_resume import PLAYER_TAG, SECONDS_TAG, SETTINGS_TAG, EarlierGames, game_key
 from eval.game import Adjudicator, ScheduledGame, play_game, to_pgn
 from runtime.progress import format_duration
 
@@ -197,6 +197,7 @@ def _one_game(
         pgn = to_pgn(board, outcome, scheduled, names, PGN_EVENT, games.date)
         pgn.headers[SETTINGS_TAG] = games.settings
         pgn.headers[SECONDS_TAG] = f"{time.monotonic() - t0:.2f}"
+        pgn.headers[PLAYER_TAG] = run.spec
     games.record(pgn)
     result = pgn.headers["Result"]
     points = {"1-0": 1.0, "0-1": 0.0}.get(result, 0.5)

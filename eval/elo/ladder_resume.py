@@ -7,7 +7,9 @@ that shape the games), playing only what is missing: an interrupted ladder resum
 stopped. A game cut short by the interruption is played again; earlier games the rerun does not
 reach (a lower game cap) are kept at the end of games.pgn.
 
-Games of other settings, or of players this run does not rate, cannot be reused; rather than
+Games of other settings, or of players this run does not rate (a name it rates, given to
+another agent spec, is another player: the default search player once paired models/cpu with
+models/cpu-av), cannot be reused; rather than
 drop them, the earlier results are moved aside, whole, into `<out>/earlier-<time>/`, and the
 run starts over (said in one line).
 """
@@ -17,15 +19,18 @@ from __future__ import annotations
 import datetime
 import os
 import pathlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import chess.pgn
 
 from eval.elo.tournament import read_finished
 
-# PGN tags of the ladder's own: the settings that shape its games, and a game's seconds.
+# PGN tags of the ladder's own: the settings that shape its games, a game's seconds, and the
+# agent spec of its rated player.
 SETTINGS_TAG = "LadderSettings"
 SECONDS_TAG = "LadderSeconds"
+PLAYER_TAG = "LadderPlayer"
 GameKey = tuple[str, str, str, str]
 
 
@@ -64,18 +69,25 @@ class EarlierGames:
         return [g for k, g in self.games.items() if k not in self.taken]
 
 
-def _ladder_player(game: chess.pgn.Game, players: set[str]) -> str | None:
-    """The rated side's name (the other side is a Stockfish level), or None."""
+def _ladder_player(game: chess.pgn.Game, players: Mapping[str, str]) -> str | None:
+    """The rated side's name (the other side is a Stockfish level), or None; None too where
+    the game names the agent spec it was played by and that is not this run's for the name
+    (games written before the tag are matched by name)."""
     sides = {game.headers.get("White", ""), game.headers.get("Black", "")}
-    found = sides & players
-    return next(iter(found)) if len(found) == 1 else None
+    found = sides & set(players)
+    if len(found) != 1:
+        return None
+    name = next(iter(found))
+    played_by = game.headers.get(PLAYER_TAG)
+    return name if played_by is None or played_by == players[name] else None
 
 
 def earlier_games(
-    out: pathlib.Path, pgn_name: str, settings: str, players: set[str]
+    out: pathlib.Path, pgn_name: str, settings: str, players: Mapping[str, str]
 ) -> tuple[EarlierGames, str | None]:
-    """(the reusable games in `out/pgn_name`, the reason they cannot be reused or None). A
-    reason means the earlier results must be set aside before the run writes anything."""
+    """(the reusable games in `out/pgn_name`, the reason they cannot be reused or None), for
+    `players` {name: agent spec}. A reason means the earlier results must be set aside before
+    the run writes anything."""
     path = out / pgn_name
     if not path.exists() or path.stat().st_size == 0:
         return EarlierGames({}), None

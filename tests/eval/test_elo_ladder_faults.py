@@ -85,6 +85,23 @@ def test_other_settings_set_the_earlier_results_aside(stockfish, tmp_path, capsy
     assert len(_pgn_games(tmp_path / "games.pgn")) == 2
 
 
+def test_another_agent_under_an_earlier_players_name_sets_the_results_aside(
+    stockfish, tmp_path, capsys
+):
+    assert main(_args(tmp_path, stockfish, 2)) == 0
+    before = (tmp_path / "games.pgn").read_text()
+    assert all(g.headers["LadderPlayer"] == "random" for g in _pgn_games(tmp_path / "games.pgn"))
+    capsys.readouterr()
+    # The same name, another player: its games are not the earlier player's.
+    assert main(_args(tmp_path, stockfish, 2, "greedy:name=random")) == 0
+    err = capsys.readouterr().err
+    assert "games of other players" in err and "starting over" in err
+    (aside,) = tmp_path.glob("earlier-*")
+    assert (aside / "games.pgn").read_text() == before
+    games = _pgn_games(tmp_path / "games.pgn")
+    assert len(games) == 2 and {g.headers["LadderPlayer"] for g in games} == {"greedy:name=random"}
+
+
 def test_a_typo_in_the_players_leaves_the_earlier_results_alone(stockfish, tmp_path, capsys):
     assert main(_args(tmp_path, stockfish, 2)) == 0
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
