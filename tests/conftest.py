@@ -4,9 +4,12 @@ tiny randomly initialised models saved as runs, for tests of the machinery aroun
 from __future__ import annotations
 
 import io
+import os
 import pathlib
+import shutil
 import signal
 import sys
+import tempfile
 
 import chess.pgn
 import pytest
@@ -15,6 +18,19 @@ import zstandard
 from core.engine_path import EngineNotFoundError, find_engine
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# The engines and the web board keep XLA's compilations in the user's cache
+# (eval/agents/model_files.py), where JAX writes each entry in place: an engine a test kills
+# mid-write can leave one that a later reader loads and crashes on. The tests, and every
+# process they start, keep theirs in a cache of this session's own, empty at the start as on a
+# fresh machine. Set here, before any test module imports JAX.
+SESSION_CACHE = tempfile.mkdtemp(prefix="searchless-tests-cache-")
+os.environ["XDG_CACHE_HOME"] = SESSION_CACHE
+os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 
 def pytest_configure(config):
