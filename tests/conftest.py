@@ -3,6 +3,7 @@ tiny randomly initialised models saved as runs, for tests of the machinery aroun
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import pathlib
@@ -31,6 +32,19 @@ os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
 
 def pytest_unconfigure(config):
     shutil.rmtree(SESSION_CACHE, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Each XLA program compiled on the CPU keeps its own memory mappings, and one process
+    running every test compiles thousands: past the kernel's limit (vm.max_map_count, 65,530)
+    the next compile aborts the process. Each module's programs are let go after it."""
+    yield
+    if "jax" in sys.modules:
+        import jax
+
+        jax.clear_caches()
+        gc.collect()
 
 
 def pytest_configure(config):
