@@ -33,7 +33,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import chess.engine
 import chess.pgn
@@ -56,6 +56,7 @@ from eval.elo.ladder_report import (
 from eval.elo.ladder_resume import (
     EarlierGames,
     earlier_games,
+    player_identity,
     set_aside,
     settings_text,
 )
@@ -89,6 +90,7 @@ class _Players:
     missing checkpoint ends the run before an earlier run's results are."""
 
     entries: list[tuple[str, str, Agent]]  # (spec, role, agent)
+    identities: dict[str, str] = field(default_factory=dict)  # name -> player_identity
 
     @classmethod
     def build(cls, models: Sequence[str], baselines: Sequence[str], engine: Engine) -> _Players:
@@ -103,6 +105,7 @@ class _Players:
                 except FileNotFoundError as e:  # a neural agent's checkpoint
                     raise ValueError(f"{role} {spec!r}: {e}") from None
                 built.entries.append((spec, role, agent))
+                built.identities[agent.name] = player_identity(spec)
             names = [a.name for _, _, a in built.entries]
             if len(set(names)) != len(names):
                 raise ValueError(f"player names must differ (use name=LABEL in the spec): {names}")
@@ -135,8 +138,7 @@ def _document(command: str, engine: Engine, config: LadderConfig, runs, seconds:
 
 def _start_games(out: pathlib.Path, settings: str, players: _Players, log) -> EarlierGames:
     """The earlier run's games to reuse, or, when they cannot be, its results moved aside."""
-    specs = {agent.name: spec for spec, _, agent in players.entries}
-    earlier, reason = earlier_games(out, PGN_NAME, settings, specs)
+    earlier, reason = earlier_games(out, PGN_NAME, settings, players.identities)
     if reason is not None:
         folder = set_aside(out, OUTPUTS)
         log(f"elo ladder: {reason}: moved the earlier results to {folder}; starting over")
@@ -203,7 +205,7 @@ def run_ladder(
                         len(players.entries) - i
                     )
                     cap = config.max_games if role == "model" else config.baseline_games
-                    run = PlayerRun(spec, agent.name, role)
+                    run = PlayerRun(spec, agent.name, role, players.identities[agent.name])
                     runs.append(run)
                     log(
                         f"elo ladder: {agent.name} ({role}) from elo {engine.low}, "

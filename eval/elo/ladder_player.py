@@ -99,6 +99,7 @@ class PlayerRun:
     spec: str
     name: str
     role: str  # "model" or "baseline"
+    identity: str  # its games' LadderPlayer tag (ladder_resume.player_identity)
     games: list[dict] = field(default_factory=list)
     stop: str = ""
     fit: FixedFit | None = None
@@ -197,7 +198,7 @@ def _one_game(
         pgn = to_pgn(board, outcome, scheduled, names, PGN_EVENT, games.date)
         pgn.headers[SETTINGS_TAG] = games.settings
         pgn.headers[SECONDS_TAG] = f"{time.monotonic() - t0:.2f}"
-        pgn.headers[PLAYER_TAG] = run.spec
+        pgn.headers[PLAYER_TAG] = run.identity
     games.record(pgn)
     result = pgn.headers["Result"]
     points = {"1-0": 1.0, "0-1": 0.0}.get(result, 0.5)

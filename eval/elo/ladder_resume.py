@@ -7,9 +7,10 @@ that shape the games), playing only what is missing: an interrupted ladder resum
 stopped. A game cut short by the interruption is played again; earlier games the rerun does not
 reach (a lower game cap) are kept at the end of games.pgn.
 
-Games of other settings, or of players this run does not rate (a name it rates, given to
-another agent spec, is another player: the default search player once paired models/cpu with
-models/cpu-av), cannot be reused; rather than
+Games of other settings, or of players this run does not rate, cannot be reused: a player is
+its agent spec and the checkpoints the spec reads (a name given to another spec, or the same
+spec over a retrained checkpoint, is another player; a game that does not say who played it
+is of no player this run rates). Rather than
 drop them, the earlier results are moved aside, whole, into `<out>/earlier-<time>/`, and the
 run starts over (said in one line).
 """
@@ -17,6 +18,7 @@ run starts over (said in one line).
 from __future__ import annotations
 
 import datetime
+import hashlib
 import os
 import pathlib
 from collections.abc import Mapping
@@ -24,14 +26,40 @@ from dataclasses import dataclass, field
 
 import chess.pgn
 
+from eval.agents.specs import parse_agent_spec
 from eval.elo.tournament import read_finished
+from model import checkpoint
 
-# PGN tags of the ladder's own: the settings that shape its games, a game's seconds, and the
-# agent spec of its rated player.
+# PGN tags of the ladder's own: the settings that shape its games, a game's seconds, and who
+# its rated player was (`player_identity`).
 SETTINGS_TAG = "LadderSettings"
 SECONDS_TAG = "LadderSeconds"
 PLAYER_TAG = "LadderPlayer"
 GameKey = tuple[str, str, str, str]
+
+
+def player_identity(spec: str) -> str:
+    """The `LadderPlayer` tag of a game rated for `spec`: the spec, and for a model's spec a
+    digest of the checkpoint files it reads (the policy's and a `value=` model's), so that a
+    model retrained in place is not taken for the one that played the earlier games."""
+    parsed = parse_agent_spec(spec)
+    paths = [parsed.options[k] for k in ("path", "value") if k in parsed.options]
+    digest = hashlib.blake2b(digest_size=8)
+    read = 0
+    for path in paths:
+        try:
+            directory, step = checkpoint.resolve(path)
+        except FileNotFoundError:  # not a checkpoint (value=none): the spec says it all
+            continue
+        step_dir = pathlib.Path(directory, str(step))
+        for item in checkpoint.READ_ITEMS:
+            for file in sorted(p for p in (step_dir / item).rglob("*") if p.is_file()):
+                digest.update(str(file.relative_to(step_dir)).encode() + b"\0")
+                with open(file, "rb") as f:
+                    while chunk := f.read(1 << 20):
+                        digest.update(chunk)
+                read += 1
+    return f"{spec} #{digest.hexdigest()}" if read else spec
 
 
 def settings_text(engine_name: str, config) -> str:
@@ -71,22 +99,22 @@ class EarlierGames:
 
 def _ladder_player(game: chess.pgn.Game, players: Mapping[str, str]) -> str | None:
     """The rated side's name (the other side is a Stockfish level), or None; None too where
-    the game names the agent spec it was played by and that is not this run's for the name
-    (games written before the tag are matched by name)."""
+    the game does not name its player as this run's player of that name (`player_identity`),
+    or does not name it at all."""
     sides = {game.headers.get("White", ""), game.headers.get("Black", "")}
     found = sides & set(players)
     if len(found) != 1:
         return None
     name = next(iter(found))
     played_by = game.headers.get(PLAYER_TAG)
-    return name if played_by is None or played_by == players[name] else None
+    return name if played_by == players[name] else None
 
 
 def earlier_games(
     out: pathlib.Path, pgn_name: str, settings: str, players: Mapping[str, str]
 ) -> tuple[EarlierGames, str | None]:
     """(the reusable games in `out/pgn_name`, the reason they cannot be reused or None), for
-    `players` {name: agent spec}. A reason means the earlier results must be set aside before
+    `players` {name: player_identity}. A reason means the earlier results must be set aside before
     the run writes anything."""
     path = out / pgn_name
     if not path.exists() or path.stat().st_size == 0:

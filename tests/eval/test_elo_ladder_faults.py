@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import pathlib
+import shutil
 import stat
 
 import chess.pgn
@@ -16,10 +17,12 @@ import pytest
 from eval.elo.ladder import LOCK_NAME, main, run_ladder
 from eval.elo.ladder_player import LadderConfig
 from eval.elo.ladder_report import describe_fit, format_markdown, how_it_ended
+from eval.elo.ladder_resume import player_identity
 from runtime.dir_lock import dir_lock
 
 # Random movers against the weakest level, drawn at 8 plies: a game takes well under a second.
 FAST = ["--sf-time", "0.01", "--max-plies", "8", "--adjudicate", "", "--models"]
+MODELS = pathlib.Path(__file__).resolve().parents[2] / "models"
 CONFIG = LadderConfig(sf_time=0.01, max_plies=8, adjudicate="", baseline_games=4)
 
 
@@ -100,6 +103,62 @@ def test_another_agent_under_an_earlier_players_name_sets_the_results_aside(
     assert (aside / "games.pgn").read_text() == before
     games = _pgn_games(tmp_path / "games.pgn")
     assert len(games) == 2 and {g.headers["LadderPlayer"] for g in games} == {"greedy:name=random"}
+
+
+def test_games_that_do_not_name_their_player_are_set_aside(stockfish, tmp_path, capsys):
+    assert main(_args(tmp_path, stockfish, 2)) == 0
+    untagged = "".join(
+        line
+        for line in (tmp_path / "games.pgn").read_text().splitlines(keepends=True)
+        if not line.startswith("[LadderPlayer ")
+    )
+    (tmp_path / "games.pgn").write_text(untagged)
+    capsys.readouterr()
+    # Who played them is unknown: they may be another agent's under the same name.
+    assert main(_args(tmp_path, stockfish, 2)) == 0
+    assert "2 games of other players" in capsys.readouterr().err
+    (aside,) = tmp_path.glob("earlier-*")
+    assert (aside / "games.pgn").read_text() == untagged
+
+
+def test_a_model_retrained_in_place_is_another_player(stockfish, tmp_path, capsys):
+    model = tmp_path / "model"
+    shutil.copytree(MODELS / "cpu", model)
+    out = tmp_path / "out"
+    spec = f"neural:{model},name=m"
+    assert main(_args(out, stockfish, 2, spec)) == 0
+    (tag,) = {g.headers["LadderPlayer"] for g in _pgn_games(out / "games.pgn")}
+    assert tag.startswith(spec + " #") and tag == player_identity(spec)
+    capsys.readouterr()
+    assert main(_args(out, stockfish, 2, spec)) == 0
+    assert "resuming: 2 finished games" in capsys.readouterr().err
+    # The same spec over other parameters: another model's games.
+    shutil.rmtree(model)
+    shutil.copytree(MODELS / "cpu-av", model)
+    assert main(_args(out, stockfish, 2, spec)) == 0
+    assert "2 games of other players" in capsys.readouterr().err
+    assert (
+        {g.headers["LadderPlayer"] for g in _pgn_games(out / "games.pgn")}
+        == {player_identity(spec)}
+        != {tag}
+    )
+
+
+def test_a_player_is_its_spec_and_the_checkpoints_it_reads(tmp_path):
+    assert player_identity("random") == "random"
+    policy, value = tmp_path / "policy", tmp_path / "value"
+    shutil.copytree(MODELS / "cpu", policy)
+    shutil.copytree(MODELS / "cpu-av", value)
+    alone = player_identity(f"neural:{policy}")
+    beside = player_identity(f"mcts:{policy},value={value}")
+    assert (
+        alone.split(" #")[0] == f"neural:{policy}" and beside.split(" #")[1] != alone.split(" #")[1]
+    )
+    assert player_identity(f"neural:{policy}") == alone  # the same files, the same player
+    # A checkpoint's meta or parameters changed: another player.
+    meta = next((policy / "checkpoints").glob("*/meta/metadata"))
+    meta.write_bytes(meta.read_bytes() + b" ")
+    assert player_identity(f"neural:{policy}") != alone
 
 
 def test_a_typo_in_the_players_leaves_the_earlier_results_alone(stockfish, tmp_path, capsys):
