@@ -18,6 +18,7 @@ typo, an unknown target or a missing data path is a clear `ConfigError`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -370,16 +371,16 @@ def validate(config: Config, check_data: bool = True) -> Config:
             "model.policy_value is a value head beside the BC policy of "
             f"{' and '.join(GRAPH_BACKBONES)} (backbone {m.backbone!r}, target {t.target!r})"
         )
-    if t.value_weight < 0:
+    if not (math.isfinite(t.value_weight) and t.value_weight >= 0):
         raise ConfigError(f"train.value_weight must be >= 0, got {t.value_weight}")
-    if not 0 <= t.soft_targets <= 1:
+    if not 0 <= t.soft_targets <= 1:  # NaN too
         raise ConfigError(f"train.soft_targets must be in [0, 1], got {t.soft_targets}")
     if t.soft_targets and (m.backbone not in GRAPH_BACKBONES or t.target != "bc"):
         raise ConfigError(
             "train.soft_targets softens the BC policy of "
             f"{' and '.join(GRAPH_BACKBONES)} (backbone {m.backbone!r}, target {t.target!r})"
         )
-    if t.soft_temperature <= 0:
+    if not (math.isfinite(t.soft_temperature) and t.soft_temperature > 0):
         raise ConfigError(f"train.soft_temperature must be > 0, got {t.soft_temperature}")
     if m.attack_bias and m.backbone != "squares":
         raise ConfigError("model.attack_bias is a feature of the squares backbone's attention")

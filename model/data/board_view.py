@@ -119,7 +119,8 @@ def soft_policy_targets(
     scaled = np.where(valued, values, -np.inf)[soft] / temperature
     scaled -= scaled.max(axis=1, keepdims=True)
     weights = np.exp(scaled)
-    one_hot[soft] = (1.0 - share) * one_hot[soft] + share * weights / weights.sum(axis=1, keepdims=True)
+    soft_part = share * weights / weights.sum(axis=1, keepdims=True)
+    one_hot[soft] = (1.0 - share) * one_hot[soft] + soft_part
     return one_hot
 
 
@@ -150,6 +151,13 @@ class BoardBatches(Batches):
     def _make_view(self, data: BoardData, settings: LoaderSettings) -> ItemView:
         s = settings
         view = make_board_view(data, self.boards, s.target, s.num_bins, s.av_partial)
+        if s.board_values and len(view) and np.isnan(data.state_win_probs[view.board]).all():
+            # The value head would learn nothing (its loss counts valued boards only) and
+            # the search would still read it.
+            raise DataError(
+                f"model.policy_value: none of the {len(view):,} training boards has a board "
+                "value (a pack made with --policy-only nulls them; pack with --policy-value)"
+            )
         counts = self.boards.graphs.edge_counts()[view.board]
         self.width = board_graph.edge_bucket(int(counts.max()) if len(counts) else 0, self.EDGE_STEP)
         return view

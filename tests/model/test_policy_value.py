@@ -25,7 +25,7 @@ from eval.web.models import ModelStore
 from eval.web.params import BoardRequest
 from model import config as config_lib
 from model.data.board_view import BoardBatches
-from model.data.loader import load_boards
+from model.data.loader import DataError, load_boards
 from model.data.loader_settings import LoaderSettings
 from model.networks import gateau, squares
 from model.predictor import Predictor, TargetError
@@ -67,6 +67,8 @@ def noisy_params(config: config_lib.Config):
         ({"backbone": "gateau"}, {"target": "av"}, "target 'av'"),
         ({"backbone": "gateau"}, {"target": "sv"}, "target 'sv'"),
         ({"backbone": "gateau"}, {"target": "bc", "value_weight": -1.0}, "value_weight"),
+        ({"backbone": "gateau"}, {"target": "bc", "value_weight": math.nan}, "value_weight"),
+        ({"backbone": "gateau"}, {"target": "bc", "value_weight": math.inf}, "value_weight"),
     ],
 )
 def test_the_config_refuses_a_value_head_where_there_is_no_policy_beside_it(model, train, message):
@@ -99,6 +101,19 @@ def test_batches_carry_each_boards_value_bin_and_minus_one_where_it_has_none(boa
     plain = next(BoardBatches(data, LoaderSettings("bc", 16, batch_size=24, seed=0, prefetch=0)))
     assert plain.value_targets is None
     np.testing.assert_array_equal(plain.targets, batch.targets)
+
+
+def test_a_value_head_over_boards_without_values_is_refused(make_rows, shard_writer, tmp_path):
+    # As a --policy-only pack leaves them: the head's loss would be 0 and it would learn nothing.
+    rows = make_rows(8, seed=12)
+    for row in rows:
+        row["state_win_prob"] = None
+    data = load_boards(str(shard_writer(rows, tmp_path, 1)))
+    settings = LoaderSettings("bc", 16, batch_size=4, seed=0, prefetch=0, board_values=True)
+    with pytest.raises(DataError, match="none of the 8 training boards has a board value"):
+        BoardBatches(data, settings)
+    plain = LoaderSettings("bc", 16, batch_size=4, seed=0, prefetch=0)
+    assert next(BoardBatches(data, plain)).targets.shape == (4,)
 
 
 @pytest.mark.parametrize("backbone", ["gateau", "squares"])

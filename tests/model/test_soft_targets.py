@@ -79,6 +79,9 @@ def test_a_soft_target_mixes_the_best_move_with_the_softmax_of_the_values():
         ({"backbone": "gateau"}, {"target": "bc", "soft_targets": 1.5}, r"in \[0, 1\]"),
         ({"backbone": "gateau"}, {"target": "bc", "soft_targets": -0.1}, r"in \[0, 1\]"),
         ({"backbone": "squares"}, {"target": "bc", "soft_temperature": 0.0}, "> 0"),
+        ({"backbone": "gateau"}, {"target": "bc", "soft_temperature": math.nan}, "> 0"),
+        ({"backbone": "gateau"}, {"target": "bc", "soft_temperature": math.inf}, "> 0"),
+        ({"backbone": "gateau"}, {"target": "bc", "soft_targets": math.nan}, r"in \[0, 1\]"),
     ],
 )
 def test_the_config_refuses_soft_targets_it_cannot_train(model, train_fields, message):
