@@ -15,7 +15,8 @@ pack (`--beside`, e.g. gpu-carry/wheels), less a margin.
 `--policy-only` empties (nulls) the columns that training on moves never reads, the
 centipawn and mate scores (`cp`, `mate`, `state_cp`, `state_mate`: the win probabilities hold
 the values) and the board's own value (`state_win_prob`, an SV target's), which are ~a
-quarter of a best-move board's bytes; BC and AV train on the pack as before, SV cannot.
+quarter of a best-move board's bytes; BC and AV train on the pack as before, SV and a
+value head beside the policy cannot (training refuses a value head over boards with no value).
 `--policy-value` nulls the same but the board's value, which a BC policy with a value head
 beside it (`[model] policy_value`) trains its head on.
 

@@ -171,7 +171,10 @@ def make_evaluator(
         if value_predictor is None and _values_boards(predictor):
             return PolicyValueEvaluator(predictor, predictor)  # its own value head
         if value_predictor is None:
-            raise ValueError("a BC model needs a value model to search (value=RUN: AV or SV)")
+            raise ValueError(
+                "a BC model needs a value model to search (value=RUN: AV or SV), "
+                "or a value head of its own (model.policy_value)"
+            )
         return PolicyValueEvaluator(predictor, value_predictor)
     if value_predictor is not None:
         raise ValueError(f"a value model goes with a BC policy, not with an {target!r} model")

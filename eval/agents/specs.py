@@ -41,7 +41,8 @@ Agent specs are KIND[:OPTIONS], OPTIONS comma-separated key=value pairs:
              cpuct=C (default {DEFAULT_CPUCT}),
              batch=B (leaves per network call, default {SearchConfig.batch}),
              contempt=N_SCL (search-contempt: the opponent's moves frozen after N_SCL visits),
-             value=CHECKPOINT (the value model a BC policy needs: AV or SV),
+             value=CHECKPOINT (a BC policy's value model, AV or SV; a policy with a
+             value head of its own uses that where none is named),
              prior_temperature=T (AV/SV priors softmax(values/T); {DEFAULT_PRIOR_TEMPERATURE}),
              ema=true|false, seed=N (contempt's sampling), reuse=true|false (keep the tree
              between moves of a game, default true)

@@ -6,7 +6,7 @@ A position is a start FEN (default: the standard start) plus the UCI moves playe
 so that the model sees repetitions as it does in a game. Scores are for the side to move:
 a policy's probability of each legal move (kind "prob", BC) or a value model's win chance
 after it (kind "win", AV/SV); a BC policy's moves also get the win chance of its value
-model, which gives the position's value too.
+model, or of its own value head where none is named, which gives the position's value too.
 
 No lock is held over a network call or a search: every request searches a tree of its own,
 so a policy's answer (a few milliseconds) never waits behind another request's search.

@@ -22,7 +22,8 @@ from eval.agents.neural_setup import DEFAULT_MODEL, load_predictor
 from runtime.paths import project_root, resolve_path
 
 MODELS_DIR = "models"
-# A value model of "none": a BC policy then shows probabilities only and cannot search.
+# A value model of "none": a BC policy then uses its own value head, and without one shows
+# probabilities only and cannot search.
 NO_VALUE = "none"
 
 
@@ -215,7 +216,8 @@ class ModelStore:
 
     def value_model(self, model: str, value: str | None) -> str | None:
         """The value model to pair with `model` for a request naming `value` (None: the
-        default; "none": none). None beside an AV or SV model, which values moves itself."""
+        default; "none": none, so that a policy with a value head uses its own). None beside an
+        AV or SV model, which values moves itself."""
         if target_kind(self.models[model].target or "bc").value_head:
             return None
         name = self.default_value if value is None else value

@@ -27,10 +27,10 @@ resumes from its journal or checkpoint):
    they did not help) only the boards whose best move gives check are kept
    (pipeline.select_boards: the `search-random-move-checks` split); then an overlap
    check: training boards that are evaluation positions (must be 0) and test boards also in
-   training. Optionally (`--own-games N`; off at the full scale until measured) before the
-   check: positions from the model's own games (DAgger, jobs/cpu_model/own_games.py): the
-   policy model (`--own-games-model`, default models/cpu) plays N games against an opponent,
-   and their boards, valued by one search each, join the `search-*` splits.
+   training. Optionally (`--own-games N`; off at the full scale, where 600 games did not help)
+   before the check: positions from the model's own games (DAgger, jobs/cpu_model/own_games.py):
+   the policy model (`--own-games-model`, default models/cpu) plays N games against an
+   opponent, and their boards, valued by one search each, join the `search-*` splits.
 3. train: model/configs/cpu.toml (the gateau edge backbone, told which moves give check) on
    the best move of every training board (BC: the paper's cheapest target, and at this scale
    the one that learns to play fastest, see 6.), with checkpoints along the way.
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         "--own-games",
         type=int,
         help="games (even) of the model against --own-games-opponent whose boards it also "
-        "trains on (default: the scale's; 0 at the full scale, not yet measured)",
+        "trains on (default: the scale's; 0 at the full scale, where they did not help)",
     )
     parser.add_argument(
         "--own-games-model",

@@ -52,8 +52,8 @@ class Scale:
     model: tuple[tuple[str, int], ...] = ()  # shape overrides of cpu.toml (quick: tiny)
     # Positions from the policy model's own games (DAgger): this many games (even: each
     # opening once with either colour) against the opponent from the bundled ECO openings,
-    # each board valued by one search (the split OWN_GAMES_SPLIT). 0: off; not yet measured
-    # at the full scale.
+    # each board valued by one search (the split OWN_GAMES_SPLIT). 0: off (600 games at the
+    # full scale did not make a stronger player: docs/cpu-model.md).
     own_games: int = 0
     own_games_opponent: str = "stockfish:elo=1350"
 

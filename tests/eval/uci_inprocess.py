@@ -94,5 +94,6 @@ def search_lines(start_dir: pathlib.Path, setup: list[str], nodes: int = 8) -> l
     deadline = time.monotonic() + 120
     while not bestmoves(out) and time.monotonic() < deadline:
         time.sleep(0.01)
+    assert bestmoves(out), f"no bestmove within 120 s of go nodes {nodes}"
     engine.handle("quit")
     return out.getvalue().splitlines()

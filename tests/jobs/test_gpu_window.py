@@ -103,6 +103,15 @@ def test_policy_value_pack_keeps_the_boards_value_for_the_value_head(shards, tmp
     assert not np.isnan(kept.state_win_probs).all()
 
 
+def test_pack_refuses_to_null_and_keep_the_boards_value_at_once(shards, tmp_path, capsys):
+    out = tmp_path / "both"
+    argv = ["--data", str(shards), "--out", str(out), "--policy-only", "--policy-value"]
+    with pytest.raises(SystemExit) as refused:
+        pack_data.main(argv)
+    assert refused.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_pack_command_says_what_it_packed_and_refuses_bad_input(shards, tmp_path, capsys):
     out = tmp_path / "packed"
     assert pack_data.main(["--data", str(shards), "--out", str(out), "--budget-mib", "5"]) == 0
