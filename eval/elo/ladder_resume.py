@@ -29,6 +29,7 @@ import chess.pgn
 from eval.agents.specs import parse_agent_spec
 from eval.elo.tournament import read_finished
 from model import checkpoint
+from runtime.file_digest import add_files
 
 # PGN tags of the ladder's own: the settings that shape its games, a game's seconds, and who
 # its rated player was (`player_identity`).
@@ -53,12 +54,7 @@ def player_identity(spec: str) -> str:
             continue
         step_dir = pathlib.Path(directory, str(step))
         for item in checkpoint.READ_ITEMS:
-            for file in sorted(p for p in (step_dir / item).rglob("*") if p.is_file()):
-                digest.update(str(file.relative_to(step_dir)).encode() + b"\0")
-                with open(file, "rb") as f:
-                    while chunk := f.read(1 << 20):
-                        digest.update(chunk)
-                read += 1
+            read += add_files(digest, step_dir / item, base=step_dir)
     return f"{spec} #{digest.hexdigest()}" if read else spec
 
 

@@ -25,6 +25,7 @@ from jobs.cpu_model.settings import (
     own_games_on,
 )
 from jobs.step_log import StepLog, annotate_step, fingerprint
+from runtime.file_digest import add_files
 
 # A game longer than this is a draw: the model shuffling against a weak opponent teaches
 # little past it.
@@ -36,9 +37,7 @@ def model_digest(model: pathlib.Path) -> str:
     """A digest of every file of a model directory: a retrained model in the same place is
     another model, whose games are other games."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in model.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(model)).encode())
-        digest.update(path.read_bytes())
+    add_files(digest, model)
     return digest.hexdigest()[:16]
 
 
