@@ -66,7 +66,12 @@ SCALES: dict[str, Scale] = {
         selfplay_limit="nodes=300",
         label_limit="nodes=200",
         search_games=10_000,
-        search_limit="nodes=500",
+        # 4x nodes=500's search, at about the same annotation wall time on two cores (the
+        # pipeline's round trip per board dominates a search this short): labels that agree
+        # with a nodes=40000 search on 62-73% of the boards instead of 50-61%, and a model
+        # with 453 more STS points and 1.5 more points of puzzles (docs/cpu-model.md,
+        # "Deeper labels").
+        search_limit="nodes=2000",
         random_move_seeds=(0, 1),
         check_seeds=(),
         target="bc",
