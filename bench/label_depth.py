@@ -21,7 +21,6 @@ Other processes on the machine slow the engine: `load_average` is reported at th
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import random
@@ -30,27 +29,18 @@ import time
 
 import chess
 import chess.engine
-import pyarrow.parquet as pq
 
 from core.engine_path import find_engine
-
-
-def _files(specs: list[str]) -> list[str]:
-    files: list[str] = []
-    for spec in specs:
-        pattern = os.path.join(spec, "*.parquet") if os.path.isdir(spec) else spec
-        files += sorted(glob.glob(pattern))
-    return files
+from core.schema import SchemaError, read_boards
 
 
 def sample_boards(specs: list[str], num: int, seed: int) -> list[dict]:
-    """`num` rows (fen, best_move) drawn with `seed` from the splits' files."""
-    files = _files(specs)
-    if not files:
-        raise SystemExit(f"label_depth: no Parquet files in {', '.join(specs)}")
-    rows: list[dict] = []
-    for path in files:
-        rows += pq.read_table(path, columns=["fen", "best_move"]).to_pylist()
+    """`num` rows (fen, best_move) drawn with `seed` from the splits' board shards."""
+    try:
+        table = read_boards(",".join(specs), ["fen", "best_move"])
+    except (FileNotFoundError, SchemaError) as e:
+        raise SystemExit(f"label_depth: no Parquet files in {', '.join(specs)} ({e})") from None
+    rows = table.to_pylist()
     random.Random(seed).shuffle(rows)
     return rows[:num]
 

@@ -7,11 +7,10 @@ import json
 
 import chess
 import chess.engine
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from bench.label_depth import main
+from core.schema import write_boards
 
 FENS = [
     "r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3",
@@ -33,8 +32,14 @@ def _labels(stockfish: str, nodes: int) -> list[str]:
 def test_labels_reproduce_and_the_deepest_agrees_with_itself(stockfish, tmp_path, capsys):
     split = tmp_path / "search-x"
     split.mkdir()
-    table = pa.table({"fen": FENS, "best_move": _labels(stockfish, 40)})
-    pq.write_table(table, split / "boards-00000-of-00001.parquet")
+    # One-search rows as the annotator writes them (only the FEN and best move are read).
+    rows = [
+        {"fen": fen, "count": 1, "moves": [move], "win_probs": [0.5], "cp": [0], "mate": [None],
+         "best_move": move, "state_win_prob": 0.5, "state_cp": 0, "state_mate": None,
+         "partial": True, "engine": "Stockfish", "limit": "search:nodes=40,multipv=1"}
+        for fen, move in zip(FENS, _labels(stockfish, 40))
+    ]
+    write_boards(rows, str(split / "boards-00000-of-00001.parquet"))
     argv = ["--boards", str(split), "--num", "10", "--nodes", "400,40", "--engine", stockfish]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
