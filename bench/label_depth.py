@@ -61,7 +61,7 @@ def measure(rows: list[dict], nodes: list[int], engine: str) -> dict:
     labels = [row["best_move"] for row in rows]
 
     def share(a: list[str], b: list[str]) -> float:
-        return round(sum(x == y for x, y in zip(a, b)) / len(a), 4)
+        return round(sum(x == y for x, y in zip(a, b, strict=True)) / len(a), 4)
 
     return {
         "ms_per_board": {str(n): round(1000 * seconds[n] / len(rows), 2) for n in nodes},
@@ -87,8 +87,19 @@ def main(argv: list[str] | None = None) -> int:
     rows = sample_boards(args.boards, args.num, args.seed)
     load = os.getloadavg()[0]
     result = measure(rows, nodes, find_engine(args.engine))
-    print(json.dumps({"boards": len(rows), "splits": args.boards, "seed": args.seed,
-                      "nodes": nodes, "load_average": round(load, 2), **result}, indent=2))
+    print(
+        json.dumps(
+            {
+                "boards": len(rows),
+                "splits": args.boards,
+                "seed": args.seed,
+                "nodes": nodes,
+                "load_average": round(load, 2),
+                **result,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -34,10 +34,22 @@ def test_labels_reproduce_and_the_deepest_agrees_with_itself(stockfish, tmp_path
     split.mkdir()
     # One-search rows as the annotator writes them (only the FEN and best move are read).
     rows = [
-        {"fen": fen, "count": 1, "moves": [move], "win_probs": [0.5], "cp": [0], "mate": [None],
-         "best_move": move, "state_win_prob": 0.5, "state_cp": 0, "state_mate": None,
-         "partial": True, "engine": "Stockfish", "limit": "search:nodes=40,multipv=1"}
-        for fen, move in zip(FENS, _labels(stockfish, 40))
+        {
+            "fen": fen,
+            "count": 1,
+            "moves": [move],
+            "win_probs": [0.5],
+            "cp": [0],
+            "mate": [None],
+            "best_move": move,
+            "state_win_prob": 0.5,
+            "state_cp": 0,
+            "state_mate": None,
+            "partial": True,
+            "engine": "Stockfish",
+            "limit": "search:nodes=40,multipv=1",
+        }
+        for fen, move in zip(FENS, _labels(stockfish, 40), strict=True)
     ]
     write_boards(rows, str(split / "boards-00000-of-00001.parquet"))
     argv = ["--boards", str(split), "--num", "10", "--nodes", "400,40", "--engine", stockfish]
