@@ -95,10 +95,11 @@ cpu-model: setup
 	$(PY) -m jobs.cpu_model $(CPU_MODEL_ARGS)
 
 # The same recipe with the square-token transformer (model/configs/cpu-transformer.toml) on the
-# same data (data/cpu-model: made once, reused by either), 8,000 steps of 32 boards (a third of
-# the gateau's: its step costs ~1.5x), shipped to models/cpu-transformer.
+# same data (data/cpu-model: made once, reused by either), 24,000 steps of 32 boards (the
+# gateau's: 44.0% of the puzzles where 8,000 gave 42.5%, docs/cpu-model.md), shipped to
+# models/cpu-transformer.
 cpu-transformer: setup
-	$(PY) -m jobs.cpu_model --config model/configs/cpu-transformer.toml --steps 8000 \
+	$(PY) -m jobs.cpu_model --config model/configs/cpu-transformer.toml --steps 24000 \
 		--runs runs/cpu-transformer --results results/cpu-transformer \
 		--models models/cpu-transformer $(CPU_MODEL_ARGS)
 
