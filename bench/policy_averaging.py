@@ -16,28 +16,25 @@ searchless as its networks.
 
 Shows each arm's progress on stderr and prints one JSON object: per arm its items, puzzles
 solved, accuracy, rating buckets and seconds (an arm of two items, or one mirrored, takes
-about twice one's time: the network is asked twice).
+about twice one's time: twice the boards go through a network).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from dataclasses import dataclass
 
 import chess
-import numpy as np
 
 from core.eval_sets import read_puzzles
+from core.targets import BC
 from eval.agents.base import AgentBase, legal_moves
 from eval.agents.neural_setup import load_predictor
 from eval.puzzles import evaluate
-
-# A move the policy gives probability 0 (underflow) still gets a finite log-probability, so
-# that one item's certainty cannot make a sum of items undefined.
-PROBABILITY_FLOOR = 1e-12
 
 
 @dataclass(frozen=True)
@@ -62,7 +59,7 @@ def parse_arm(text: str) -> tuple[str, list[Item]]:
             value = float(weight) if weight else 1.0
         except ValueError:
             raise ValueError(f"arm {text!r}: weight {weight!r} is not a number") from None
-        if not checkpoint or not np.isfinite(value) or value <= 0:
+        if not checkpoint or not math.isfinite(value) or value <= 0:
             raise ValueError(f"arm {text!r}: {part!r} needs a checkpoint and a weight > 0")
         items.append(Item(checkpoint, value, mirror))
     return name.strip(), items
@@ -80,16 +77,18 @@ def mirror_move(move: chess.Move) -> chess.Move:
 def log_probabilities(predictor, board: chess.Board, mirror: bool) -> dict[chess.Move, float]:
     """Each legal move's log-probability under a BC policy; with `mirror`, where no castling
     right is left, the mean of the board's and its mirror image's."""
-    [(moves, probabilities)] = predictor.move_values([board])
-    logs = np.log(np.maximum(np.asarray(probabilities, np.float64), PROBABILITY_FLOOR))
+    mirrored = mirror and not board.castling_rights
+    boards = [board, board.transform(chess.flip_horizontal)] if mirrored else [board]
+    readings = predictor.move_values(boards)  # both boards in one network call
+    # BC's sampling logits are the probabilities' logarithm, floored: a move the policy gives
+    # probability 0 (underflow) keeps a finite score, so no sum of items is undefined.
+    moves, probabilities = readings[0]
+    logs = BC.sampling_logits(probabilities)
     scores = {chess.Move.from_uci(m): float(v) for m, v in zip(moves, logs, strict=True)}
-    if not mirror or board.castling_rights:
-        return scores
-    [(mirrored, probabilities)] = predictor.move_values([board.transform(chess.flip_horizontal)])
-    logs = np.log(np.maximum(np.asarray(probabilities, np.float64), PROBABILITY_FLOOR))
-    for uci, value in zip(mirrored, logs, strict=True):
-        move = mirror_move(chess.Move.from_uci(uci))
-        scores[move] = 0.5 * (scores[move] + float(value))
+    for moves, probabilities in readings[1:]:
+        for uci, value in zip(moves, BC.sampling_logits(probabilities), strict=True):
+            move = mirror_move(chess.Move.from_uci(uci))
+            scores[move] = 0.5 * (scores[move] + float(value))
     return scores
 
 
@@ -101,7 +100,7 @@ class AveragedPolicy(AgentBase):
         self.items = items
         self.predictors = [load_predictor(item.checkpoint) for item in items]
         for item, predictor in zip(items, self.predictors, strict=True):
-            if str(predictor.config.target) != "bc":
+            if predictor.config.target_kind is not BC:
                 raise ValueError(
                     f"arm {name!r}: {item.checkpoint} is a {predictor.config.target} model; "
                     "only BC policies give move probabilities to average"

@@ -4,7 +4,6 @@ bundled puzzles."""
 from __future__ import annotations
 
 import json
-import random
 
 import chess
 import pytest
@@ -21,24 +20,16 @@ from core.eval_sets import read_puzzles
 from eval.agents.players import make_agent
 from eval.puzzles import evaluate
 from tests.conftest import ROOT, SAMPLE
+from tests.pipeline.lichess_evals_files import random_positions
 
 TRANSFORMER = str(ROOT / "models" / "cpu-transformer")
 PUZZLES = str(SAMPLE / "puzzles.csv")
 
 
 def _boards_without_castling(count: int, seed: int = 0) -> list[chess.Board]:
-    rng = random.Random(seed)
-    boards = []
-    while len(boards) < count:
-        board = chess.Board()
-        for _ in range(rng.randrange(10, 60)):
-            moves = list(board.legal_moves)
-            if not moves:
-                break
-            board.push(rng.choice(moves))
-        if not board.castling_rights and not board.is_game_over():
-            boards.append(board)
-    return boards
+    boards = [b for b in random_positions(20 * count, seed) if not b.castling_rights]
+    assert len(boards) >= count, "too few random boards without castling rights"
+    return boards[:count]
 
 
 def test_mirrored_moves_are_the_mirrored_boards_legal_moves():
