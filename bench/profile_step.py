@@ -94,13 +94,17 @@ def cudnn_attention(x, num_heads, last_query_only=False, one_board=False):
     k, v = project("key", x), project("value", x)
     # cuDNN's fused attention exists on GPUs only; elsewhere (the dry run) XLA's.
     implementation = "cudnn" if jax.default_backend() == "gpu" else None
+    # cuDNN's kernel takes 16-bit (or fp8) inputs only: where the projections come out in
+    # float32, it is given them in bfloat16, as a bf16 model would compute them.
+    kernel_dtype = jnp.bfloat16 if implementation == "cudnn" else q.dtype
+    q, k, v = (t.astype(kernel_dtype) for t in (q, k, v))
     mixed = jax.nn.dot_product_attention(
         even(q),
         even(k),
         even(v),
         key_value_seq_lengths=jnp.full((batch,), length, jnp.int32),
         implementation=implementation,
-    )[:, : q.shape[1]]
+    )[:, : q.shape[1]].astype(x.dtype)
     return hk.Linear(width, with_bias=False, name="output")(mixed.reshape(batch, -1, width))
 
 

@@ -2,13 +2,13 @@
 the accelerator window's file limits let back (jobs/gpu_window.py).
 
 The compact run is a normal run directory (`config.toml`, `checkpoints/<step>/` with
-`params`, `ema_params` and `meta`, no optimiser state, as `make cpu-model` ships), so
-`Predictor.from_checkpoint`, `neural:RUN` and `searchless-uci --checkpoint RUN` load it as they
-load any run: both parameter items hold the EMA parameters in bfloat16 (half of float32's
-bytes; a reader restores them into its float32 tree). Orbax nests its files five folders deep
-and the window brings back at most 8 files, two folders down, 16 MiB each: so the directory
-travels as one tar cut into `model.tar.NN` parts of at most `PART_BYTES`
-(`cat model.tar.* | tar -x` puts it back).
+`ema_params` and `meta`: no optimiser state, and no raw `params` beside the EMA, which is all
+a reader reads unless asked for `ema=false`), so `Predictor.from_checkpoint`, `neural:RUN` and
+`searchless-uci --checkpoint RUN` load it as they load any run: the EMA parameters in bfloat16
+(a quarter of a float32 run's two copies; a reader restores them into its float32 tree).
+Orbax nests its files five folders deep and the window brings back at most 8 files, two
+folders down, 16 MiB each: so the directory travels as one tar cut into `model.tar.NN` parts
+of at most `PART_BYTES` (`cat model.tar.* | tar -x` puts it back).
 
     python -m jobs.gpu_export FILES models/gpu   # the parts in FILES, checked, as a run dir
 
@@ -63,7 +63,7 @@ def write_compact_run(
     checkpointer = Checkpointer(os.path.join(directory, "checkpoints"), keep=1)
     try:
         meta = {**meta, "step": step, "config": config.to_dict(), "params_dtype": "bfloat16"}
-        checkpointer.save(step, compact, compact, None, meta)
+        checkpointer.save(step, None, compact, None, meta)
     finally:
         checkpointer.close()
     return directory_bytes(directory)

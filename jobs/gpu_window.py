@@ -118,9 +118,18 @@ def export(window: Window, run: str, config, step: int, state) -> None:
 
     began = time.monotonic()
     compact = os.path.join(run, "export")
-    size = write_compact_run(compact, config, step, state.ema_params, {"source": "gpu_window"})
-    parts = write_parts(compact, window.out)
     batch = config.train.batch_size
+    data = window.document["data"]
+    # The model's own meta says where and on what it was trained, whatever reads it later.
+    meta = {
+        "source": "gpu_window",
+        "environment": window.document["environment"],
+        "data": {k: data[k] for k in ("path", "boards", "bytes")},
+        "examples_seen": step * batch,
+        "wall_s": round(window.elapsed(), 1),
+    }
+    size = write_compact_run(compact, config, step, state.ema_params, meta)
+    parts = write_parts(compact, window.out)
     window.document.update(
         step=step,
         examples_seen=step * batch,

@@ -2,7 +2,8 @@
 
 Layout: `<run>/checkpoints/<step>/` with four items:
 
-- `params`, `ema_params`: the Haiku parameter trees (float32);
+- `params`, `ema_params`: the Haiku parameter trees (float32; an export holds
+  `ema_params` alone, in bfloat16);
 - `opt_state`: the optax state;
 - `meta`: JSON with `step`, `data_position` (examples the loader has handed out),
   `data_fingerprint` and `config` (the resolved config as nested dicts).
@@ -43,8 +44,11 @@ CHECKPOINTS = "checkpoints"
 INCOMPLETE = "incomplete-checkpoints"  # beside CHECKPOINTS, where training moves broken steps
 ITEMS = ("params", "ema_params", "opt_state", "meta")  # what training writes and resumes from
 # What evaluation reads: an imported model's checkpoint has no optimiser state (save's
-# opt_state=None) and is complete for every reader but the trainer.
-READ_ITEMS = ("params", "ema_params", "meta")
+# opt_state=None) and is complete for every reader but the trainer; an exported one
+# (jobs/gpu_export.py, save's params=None) holds its EMA parameters alone, half the bytes,
+# and only a reader asking for the raw parameters (ema=false) is refused it.
+READ_ITEMS = ("ema_params", "meta")
+MODEL_ITEMS = ("params", *READ_ITEMS)  # every file a model's parameters may come from
 
 
 class CheckpointNotFoundError(FileNotFoundError):
@@ -261,12 +265,14 @@ class Checkpointer:
 
     def save(self, step: int, params, ema_params, opt_state, meta: dict[str, Any]) -> None:
         """Starts an asynchronous save; `wait()` or the next save completes it. `opt_state`
-        None: a checkpoint to evaluate, not to resume (an imported model's)."""
+        None: a checkpoint to evaluate, not to resume (an imported model's); `params` None
+        as well: the EMA parameters alone (an export's)."""
         items = {
-            "params": ocp.args.StandardSave(params),
             "ema_params": ocp.args.StandardSave(ema_params),
             "meta": ocp.args.JsonSave(meta),
         }
+        if params is not None:
+            items["params"] = ocp.args.StandardSave(params)
         if opt_state is not None:
             items["opt_state"] = ocp.args.StandardSave(opt_state)
         self.manager.save(step, args=ocp.args.Composite(**items), force=True)
@@ -322,6 +328,11 @@ def _load_step(step_dir: str, use_ema: bool) -> tuple[Any, Config, dict[str, Any
     meta = read_meta(step_dir)
     config = from_dict(meta["config"], source=step_dir)
     item = "ema_params" if use_ema else "params"
+    if missing_items(step_dir, (item,)):
+        raise CheckpointNotFoundError(
+            f"{step_dir} holds only its EMA parameters (an export): read it with the EMA "
+            "(ema=true, no --no-ema)"
+        )
     device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     target = ocp.args.StandardRestore(abstract_like(param_shapes(config), device))
     return _restore_step(step_dir, {item: target})[item], config, meta

@@ -53,7 +53,7 @@ def player_identity(spec: str) -> str:
         except FileNotFoundError:  # not a checkpoint (value=none): the spec says it all
             continue
         step_dir = pathlib.Path(directory, str(step))
-        for item in checkpoint.READ_ITEMS:
+        for item in checkpoint.MODEL_ITEMS:
             read += add_files(digest, step_dir / item, base=step_dir)
     return f"{spec} #{digest.hexdigest()}" if read else spec
 

@@ -151,8 +151,8 @@ def test_every_consumer_skips_an_incomplete_checkpoint(trained_run, annotated, t
     assert json.loads(captured.out)["step"] == 80
     [warning] = captured.err.splitlines()
     assert warning == (
-        f"warning: {run / 'checkpoints' / '500'} is an incomplete checkpoint (no params, "
-        "ema_params, meta): skipped, using step 80"
+        f"warning: {run / 'checkpoints' / '500'} is an incomplete checkpoint (no ema_params, "
+        "meta): skipped, using step 80"
     )
     command = [sys.executable, "-m", "eval.uci", "--checkpoint", str(run)]
     engine = chess.engine.SimpleEngine.popen_uci(command, cwd=ROOT, stderr=subprocess.DEVNULL)

@@ -186,6 +186,15 @@ def test_dry_run_trains_by_the_clock_exports_and_the_model_plays(shards, tmp_pat
     assert gpu_export.main([str(out), str(model)]) == 0
     predictor = Predictor.from_checkpoint(str(model))
     assert predictor.step == step and predictor.config.model.backbone == "squares"
+    # The EMA parameters alone (no raw copy beside them), with where they were made.
+    step_dir = model / "checkpoints" / str(step)
+    assert {p.name for p in step_dir.iterdir()} >= {"ema_params", "meta"}
+    assert not (step_dir / "params").exists()
+    from model.checkpoint import load_params
+
+    _, _, meta = load_params(str(model))
+    assert meta["environment"]["jax_version"] == jax.__version__
+    assert meta["data"]["boards"] == 160 and meta["examples_seen"] == step * 8
     board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
     move = predictor.best_moves([board])[0]
     assert chess.Move.from_uci(move) in board.legal_moves

@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 
+import jax
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -68,7 +70,7 @@ def test_readers_fall_back_to_the_last_complete_step(run_of_6_steps, tmp_path, c
     assert meta["step"] == 6
     warnings = capfd.readouterr().err.strip().splitlines()
     assert len(warnings) == 2
-    for step, missing in (("12", "no params, ema_params)"), ("9", "meta)")):
+    for step, missing in (("12", "no ema_params)"), ("9", "meta)")):
         [line] = [w for w in warnings if f"{run / 'checkpoints' / step} is an incomplete" in w]
         assert line.startswith("warning: ") and missing in line and "using step 6" in line
     assert Predictor.from_checkpoint(str(run)).step == 6  # what eval/ and the UCI engine use
@@ -88,6 +90,24 @@ def test_a_step_without_optimiser_state_is_complete_for_readers(run_of_6_steps, 
     shutil.rmtree(run / "checkpoints" / "7" / "opt_state")
     assert load_params(str(run))[2]["step"] == 6  # the meta was copied from step 6
     assert resolve(str(run)) == (str(run / "checkpoints"), 7)
+
+
+def test_a_step_of_ema_parameters_alone_is_read_with_the_ema_only(run_of_6_steps, tmp_path):
+    # An export (jobs/gpu_export.py) holds the EMA parameters alone: the readers' default
+    # reads it; asking for the raw parameters is one clear error, not a fallback to step 6.
+    run = tmp_path / "run"
+    shutil.copytree(run_of_6_steps, run)
+    shutil.copytree(run / "checkpoints" / "6", run / "checkpoints" / "7")
+    for item in ("params", "opt_state"):
+        shutil.rmtree(run / "checkpoints" / "7" / item)
+    ema, _, _ = load_params(str(run))
+    expected, _, _ = load_params(str(run / "checkpoints" / "6"))
+    leaves = zip(jax.tree_util.tree_leaves(ema), jax.tree_util.tree_leaves(expected), strict=True)
+    for a, b in leaves:
+        np.testing.assert_array_equal(a, b)  # the same files: bitwise
+    assert resolve(str(run)) == (str(run / "checkpoints"), 7)
+    with pytest.raises(CheckpointNotFoundError, match=r"7 holds only its EMA parameters"):
+        load_params(str(run), use_ema=False)
 
 
 def test_no_complete_step_is_one_clear_error(tmp_path):
