@@ -12,10 +12,11 @@ Only the last `keep` checkpoints are kept. A checkpoint is written to a temporar
 and renamed when complete, so a run killed mid-save leaves the previous one usable.
 
 A step directory can still be incomplete (made by hand, copied half-way, a full disk): one
-lacking any of the four items, or with an item directory empty. Readers skip it for the last
-complete step with one warning line naming it; training also moves it aside (to
-`<run>/incomplete-checkpoints/`) so that it does not stand in the way of that step's next save.
-With no complete step the error says so.
+lacking an item its reader needs (the trainer all four; evaluation `ema_params` and `meta`,
+and `params` too when it asks for the raw parameters), or with an item directory empty.
+Readers skip it for the last complete step with one warning line naming it; training also
+moves it aside (to `<run>/incomplete-checkpoints/`) so that it does not stand in the way of
+that step's next save. With no complete step the error says so.
 
 A complete step can still be damaged (files truncated or corrupt: a full disk, a bad copy):
 its restore fails. Readers then fall back to the latest earlier step that restores, with one
@@ -188,17 +189,19 @@ def restoring(step_dir: str) -> Iterator[None]:
         ) from None
 
 
-def resolve(path: str, step: int | None = None) -> tuple[str, int]:
+def resolve(
+    path: str, step: int | None = None, items: tuple[str, ...] = READ_ITEMS
+) -> tuple[str, int]:
     """(checkpoints directory, step) for a run dir, a checkpoints dir or one step's dir.
 
-    A run or checkpoints dir means its latest complete step (incomplete later ones are skipped
-    with a warning) unless `step` is given; a step's dir means that step.
+    A run or checkpoints dir means its latest step holding `items` (incomplete later ones are
+    skipped with a warning) unless `step` is given; a step's dir means that step.
     CheckpointNotFoundError names the path when no complete checkpoint is there.
     """
     path = os.path.abspath(path)
     base = os.path.basename(path)
     if re.fullmatch(r"\d+", base) and os.path.isdir(path) and step is None:
-        if missing := missing_items(path, READ_ITEMS):
+        if missing := missing_items(path, items):
             raise CheckpointNotFoundError(_incomplete(path, missing))
         return os.path.dirname(path), int(base)
     directory = path if os.path.basename(path) == CHECKPOINTS else checkpoints_dir(path)
@@ -209,10 +212,10 @@ def resolve(path: str, step: int | None = None) -> tuple[str, int]:
         if step not in steps:
             raise CheckpointNotFoundError(f"no checkpoint of step {step} under {path!r}: {steps}")
         step_dir = os.path.join(directory, str(step))
-        if missing := missing_items(step_dir, READ_ITEMS):
+        if missing := missing_items(step_dir, items):
             raise CheckpointNotFoundError(_incomplete(step_dir, missing))
         return directory, step
-    latest, skipped = latest_complete_step(directory, READ_ITEMS)
+    latest, skipped = latest_complete_step(directory, items)
     if latest is None:
         raise CheckpointNotFoundError(
             f"no complete checkpoint under {path!r} (steps {steps} are all incomplete)"
@@ -328,11 +331,6 @@ def _load_step(step_dir: str, use_ema: bool) -> tuple[Any, Config, dict[str, Any
     meta = read_meta(step_dir)
     config = from_dict(meta["config"], source=step_dir)
     item = "ema_params" if use_ema else "params"
-    if missing_items(step_dir, (item,)):
-        raise CheckpointNotFoundError(
-            f"{step_dir} holds only its EMA parameters (an export): read it with the EMA "
-            "(ema=true, no --no-ema)"
-        )
     device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     target = ocp.args.StandardRestore(abstract_like(param_shapes(config), device))
     return _restore_step(step_dir, {item: target})[item], config, meta
@@ -346,13 +344,22 @@ def load_params(
     `path` as for `resolve`: the latest complete step unless `step` or a step's dir is given.
     A latest step that does not restore is skipped for the latest earlier one that does, with
     one warning line naming it; a step asked for by number or directory is that step or a
-    DamagedCheckpointError.
+    DamagedCheckpointError. The raw parameters (`use_ema` False) come from the latest step that
+    has them; an export, which holds its EMA parameters alone, is one CheckpointNotFoundError.
     """
-    directory, latest = resolve(path, step)
+    items = READ_ITEMS if use_ema else MODEL_ITEMS
+    try:
+        directory, latest = resolve(path, step, items)
+    except CheckpointNotFoundError:
+        if use_ema:
+            raise
+        resolve(path, step)  # no EMA parameters either: that error says what is missing
+        raise CheckpointNotFoundError(
+            f"{path} holds only its EMA parameters (an export): read it with the EMA "
+            "(ema=true, no --no-ema)"
+        ) from None
     chosen = step is not None or os.path.basename(os.path.abspath(path)) == str(latest)
-    candidates = (
-        [latest] if chosen else [latest, *earlier_complete_steps(directory, latest, READ_ITEMS)]
-    )
+    candidates = [latest] if chosen else [latest, *earlier_complete_steps(directory, latest, items)]
     damaged: list[DamagedCheckpointError] = []
     for candidate in candidates:
         try:

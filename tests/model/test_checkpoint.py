@@ -92,9 +92,9 @@ def test_a_step_without_optimiser_state_is_complete_for_readers(run_of_6_steps, 
     assert resolve(str(run)) == (str(run / "checkpoints"), 7)
 
 
-def test_a_step_of_ema_parameters_alone_is_read_with_the_ema_only(run_of_6_steps, tmp_path):
+def test_a_step_of_ema_parameters_alone_is_read_with_the_ema_only(run_of_6_steps, tmp_path, capfd):
     # An export (jobs/gpu_export.py) holds the EMA parameters alone: the readers' default
-    # reads it; asking for the raw parameters is one clear error, not a fallback to step 6.
+    # reads it as the latest step.
     run = tmp_path / "run"
     shutil.copytree(run_of_6_steps, run)
     shutil.copytree(run / "checkpoints" / "6", run / "checkpoints" / "7")
@@ -106,8 +106,18 @@ def test_a_step_of_ema_parameters_alone_is_read_with_the_ema_only(run_of_6_steps
     for a, b in leaves:
         np.testing.assert_array_equal(a, b)  # the same files: bitwise
     assert resolve(str(run)) == (str(run / "checkpoints"), 7)
-    with pytest.raises(CheckpointNotFoundError, match=r"7 holds only its EMA parameters"):
+    # In a training run, such a step is one whose raw parameters were lost: ema=false takes
+    # the step before, with one warning; with no step holding them, one line says why.
+    capfd.readouterr()
+    load_params(str(run), use_ema=False)
+    [warning] = capfd.readouterr().err.strip().splitlines()
+    assert "7 is an incomplete checkpoint (no params)" in warning and "using step 6" in warning
+    for step in ("3", "6"):
+        shutil.rmtree(run / "checkpoints" / step)
+    with pytest.raises(CheckpointNotFoundError, match=r"holds only its EMA parameters"):
         load_params(str(run), use_ema=False)
+    with pytest.raises(CheckpointNotFoundError, match=r"holds only its EMA parameters"):
+        load_params(str(run / "checkpoints" / "7"), use_ema=False)
 
 
 def test_no_complete_step_is_one_clear_error(tmp_path):
