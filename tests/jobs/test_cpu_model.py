@@ -195,7 +195,7 @@ def test_the_main_model_trains_on_the_splits_the_recipe_makes_not_on_stale_ones(
 SHIPPED = ROOT / "models" / "cpu"
 
 
-@pytest.mark.parametrize("name", ["cpu", "cpu-av", "cpu-transformer"])
+@pytest.mark.parametrize("name", ["cpu", "cpu-av", "cpu-transformer", "gpu"])
 def test_shipped_model_plays_legal_moves_as_a_neural_agent(name):
     shipped = ROOT / "models" / name
     assert (shipped / "config.toml").exists(), f"models/{name} is committed"
