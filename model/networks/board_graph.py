@@ -16,19 +16,21 @@ Edges of one board, in this order:
    square who controls it, which a move's value depends on (is the destination defended?).
 
 An edge's static features are one integer `kind` = geometry + GEOMETRIES * (promotion +
-PROMOTIONS * (edge type + len(EDGE_TYPES) * (check + 2 * (exchange + 3 * threat))))): the
+PROMOTIONS * (edge type + len(EDGE_TYPES) * (check + 2 * (exchange + 3 * (threat + 3 *
+exposure)))))): the
 geometry is the
 displacement seen from the side to move (8 queen directions x 7 distances, then 8 knight
 jumps), promotion 0 none, 1-4 q r b n, type 0 a move, 1 an attack of the side to move, 2 an
 attack of the opponent, check 1 for a move that gives check, exchange the sign of the move's
 static exchange on its target square (model/networks/move_facts.py: 0 even, 1 the mover loses
 material, 2 it wins), threat how many enemy pieces the move newly attacks with gain (0, 1, 2 and
-more: model/networks/move_facts.py). Check, exchange and threat are facts of the board, as a
-move's legality is: no move is searched to find them (`checking_moves`,
-`move_facts.exchange_classes`, `move_facts.threat_classes`); attack edges have none. Padding
-is -1. A network reads each only if its config asks for it (`model.move_checks`,
-`model.move_exchanges`, `model.move_threats`), so the models trained before one was there see
-the kinds they were trained on.
+more: model/networks/move_facts.py), exposure how many of the mover's own pieces the move
+newly leaves en prise (0, 1, 2 and more). Check, exchange, threat and exposure are facts of
+the board, as a move's legality is: no move is searched to find them (`checking_moves`,
+`move_facts.exchange_classes`, `move_facts.threat_classes`, `move_facts.exposure_classes`);
+attack edges have none. Padding is -1. A network reads each only if its config asks for it
+(`model.move_checks`, `model.move_exchanges`, `model.move_threats`, `model.move_exposures`),
+so the models trained before one was there see the kinds they were trained on.
 
 The edge table (`EDGE_FROM`, `EDGE_TO`, `EDGE_PROMOTION`, `EDGE_GEOMETRY`, and back,
 `edge_action`) relates the 1,968 actions of core.actions to (sender, receiver, promotion,
@@ -47,8 +49,10 @@ import numpy as np
 from core.actions import ACTIONS, NUM_ACTIONS
 from model.networks.move_facts import (
     EXCHANGE_CLASSES,
+    EXPOSURE_CLASSES,
     THREAT_CLASSES,
     exchange_classes,
+    exposure_classes,
     is_rare_move,
     threat_classes,
 )
@@ -66,8 +70,9 @@ _QUEEN_DIRECTIONS = ((0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0)
 _KNIGHT_JUMPS = ((1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1), (-1, 2))
 GEOMETRIES = len(_QUEEN_DIRECTIONS) * 7 + len(_KNIGHT_JUMPS)  # 64
 _STATIC_KINDS = GEOMETRIES * PROMOTIONS * len(EDGE_TYPES)
-# * 2: the check bit; * EXCHANGE_CLASSES: the static exchange's sign; * THREAT_CLASSES
-NUM_EDGE_KINDS = _STATIC_KINDS * 2 * EXCHANGE_CLASSES * THREAT_CLASSES
+# * 2: the check bit; * EXCHANGE_CLASSES: the static exchange's sign; * THREAT_CLASSES;
+# * EXPOSURE_CLASSES. Past int16's range: kinds are int32.
+NUM_EDGE_KINDS = _STATIC_KINDS * 2 * EXCHANGE_CLASSES * THREAT_CLASSES * EXPOSURE_CLASSES
 
 
 def geometry(sender: int, receiver: int) -> int:
@@ -116,9 +121,9 @@ def _edge_table() -> tuple[np.ndarray, ...]:
 EDGE_FROM, EDGE_TO, EDGE_PROMOTION, EDGE_GEOMETRY, _ACTION_OF_EDGE = _edge_table()
 
 
-def edge_kind(geometry_class, promotion, edge_type, check=0, exchange=0, threat=0):
+def edge_kind(geometry_class, promotion, edge_type, check=0, exchange=0, threat=0, exposure=0):
     """The packed static feature of an edge (numpy or JAX integers alike)."""
-    facts = check + 2 * (exchange + EXCHANGE_CLASSES * threat)
+    facts = check + 2 * (exchange + EXCHANGE_CLASSES * (threat + THREAT_CLASSES * exposure))
     return geometry_class + GEOMETRIES * (
         promotion + PROMOTIONS * (edge_type + len(EDGE_TYPES) * facts)
     )
@@ -147,7 +152,13 @@ def kind_exchange(kind):
 def kind_threat(kind):
     """The threat class (model/networks/move_facts.py) of a packed kind's move, 0 for an attack
     edge (padding: mask it)."""
-    return kind // (2 * EXCHANGE_CLASSES * _STATIC_KINDS)
+    return (kind // (2 * EXCHANGE_CLASSES * _STATIC_KINDS)) % THREAT_CLASSES
+
+
+def kind_exposure(kind):
+    """The exposure class (model/networks/move_facts.py) of a packed kind's move, 0 for an
+    attack edge (padding: mask it)."""
+    return kind // (2 * EXCHANGE_CLASSES * THREAT_CLASSES * _STATIC_KINDS)
 
 
 def move_edge(action: int, black_to_move: bool) -> tuple[int, int, int]:
@@ -206,7 +217,7 @@ class Graphs:
     num_moves: np.ndarray  # (N,) int32
     senders: np.ndarray  # (total,) uint8, node index (oriented square)
     receivers: np.ndarray  # (total,) uint8
-    kinds: np.ndarray  # (total,) int16, packed static features
+    kinds: np.ndarray  # (total,) int32, packed static features
     actions: np.ndarray  # (total,) int16, action of a move edge, -1 for an attack edge
 
     @property
@@ -252,6 +263,7 @@ _PROMOTION_INDEX = {None: 0} | {
 _CHECK_BIT = int(edge_kind(0, 0, 0, 1))
 _EXCHANGE_STEP = int(edge_kind(0, 0, 0, 0, 1))
 _THREAT_STEP = int(edge_kind(0, 0, 0, 0, 0, 1))
+_EXPOSURE_STEP = int(edge_kind(0, 0, 0, 0, 0, 0, 1))
 
 
 def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool]:
@@ -328,14 +340,20 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
     exchanges = exchange_classes(board, legal, attacked)
     checks = checking_moves(board, legal)
     threats = threat_classes(board, legal)
+    exposures = exposure_classes(board, legal)
     facts = {}
     moved = {}  # origin -> the move targets from it, as a bitboard
-    for move, check, exchange, threat in zip(legal, checks, exchanges, threats, strict=True):
+    for move, check, exchange, threat, exposure in zip(
+        legal, checks, exchanges, threats, exposures, strict=True
+    ):
         origin, target = move.from_square, move.to_square
         moved[origin] = moved.get(origin, 0) | 1 << target
         action = _ACTION_BY_MOVE[origin][target][_PROMOTION_INDEX[move.promotion]]
         facts[action] = (
-            (_CHECK_BIT if check else 0) + _EXCHANGE_STEP * exchange + _THREAT_STEP * threat
+            (_CHECK_BIT if check else 0)
+            + _EXCHANGE_STEP * exchange
+            + _THREAT_STEP * threat
+            + _EXPOSURE_STEP * exposure
         )
     actions = sorted(facts)
     senders, receivers, kinds = [], [], []
@@ -377,7 +395,7 @@ def encode_boards(boards: Iterable[chess.Board], edges: Callable = board_edges) 
         num_moves=np.asarray(moves, np.int32),
         senders=np.asarray(senders, np.uint8),
         receivers=np.asarray(receivers, np.uint8),
-        kinds=np.asarray(kinds, np.int16),
+        kinds=np.asarray(kinds, np.int32),
         actions=np.asarray(actions, np.int16),
     )
 
@@ -392,7 +410,7 @@ def concatenate(parts: Sequence[Graphs]) -> Graphs:
         num_moves=np.concatenate([np.zeros(0, np.int32), *(p.num_moves for p in parts)]),
         senders=np.concatenate([np.zeros(0, np.uint8), *(p.senders for p in parts)]),
         receivers=np.concatenate([np.zeros(0, np.uint8), *(p.receivers for p in parts)]),
-        kinds=np.concatenate([np.zeros(0, np.int16), *(p.kinds for p in parts)]),
+        kinds=np.concatenate([np.zeros(0, np.int32), *(p.kinds for p in parts)]),
         actions=np.concatenate([np.zeros(0, np.int16), *(p.actions for p in parts)]),
     )
 

@@ -146,6 +146,10 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
         target_ = target_ + small_embed(board_graph.THREAT_CLASSES, width, "threat_embed")(
             board_graph.kind_threat(packed)
         )
+    if model.move_exposures:
+        target_ = target_ + small_embed(board_graph.EXPOSURE_CLASSES, width, "exposure_embed")(
+            board_graph.kind_exposure(packed)
+        )
     if kind.value_head:  # a value per move edge
         edges = origin + target_ + hk.Linear(width, name="board_to_edges")(board)[:, None, :]
         logits = mlp(
