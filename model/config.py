@@ -109,6 +109,10 @@ class ModelConfig:
     """gateau, squares: a move edge also embeds how many of the mover's own pieces the move
     newly leaves en prise (none, one, two or more: a defender moved away, a line opened or
     blocked; model/networks/move_facts.py), read off the board."""
+    move_flights: bool = False
+    """gateau, squares: a move edge also embeds how many squares the enemy king could step to
+    once the move is on the board (none, one, two or more: with the check bit, a check that
+    leaves the king no square; model/networks/move_facts.py), read off the board."""
     policy_value: bool = False
     """gateau, squares with target bc: a value head beside the policy on the same trunk, trained
     on each board's state win probability (train.value_weight x its cross-entropy over
@@ -374,6 +378,10 @@ def validate(config: Config, check_data: bool = True) -> Config:
         raise ConfigError(
             "model.move_exposures is a feature of the move edges of "
             f"{' and '.join(GRAPH_BACKBONES)}"
+        )
+    if m.move_flights and m.backbone not in GRAPH_BACKBONES:
+        raise ConfigError(
+            f"model.move_flights is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
         )
     if m.policy_value and (m.backbone not in GRAPH_BACKBONES or t.target != "bc"):
         raise ConfigError(

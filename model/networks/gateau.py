@@ -122,6 +122,10 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
         e = e + small_embed(board_graph.EXPOSURE_CLASSES, width, "exposure_embed")(
             board_graph.kind_exposure(packed)
         )
+    if model.move_flights:
+        e = e + small_embed(board_graph.FLIGHT_CLASSES, width, "flights_embed")(
+            board_graph.kind_flights(packed)
+        )
     e = jnp.where(valid[..., None], e, 0.0)
 
     for i in range(model.num_layers):

@@ -48,6 +48,9 @@ THREAT_CLASSES = 3
 # The exposure as a class: how many of the mover's pieces the move newly leaves en prise, capped.
 EXPOSURE_NONE, EXPOSURE_ONE, EXPOSURE_MANY = range(3)
 EXPOSURE_CLASSES = 3
+# The enemy king's flight squares once the move is on the board, as a class, capped.
+FLIGHTS_NONE, FLIGHTS_ONE, FLIGHTS_MANY = range(3)
+FLIGHT_CLASSES = 3
 
 
 def static_exchange(board: chess.Board, move: chess.Move) -> int:
@@ -375,4 +378,65 @@ def exposure_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[in
             moved = attacks & chess.BB_SQUARES[square]
             count += _en_prise(board, square, after, gone, moved)
         classes.append(min(count, EXPOSURE_MANY))
+    return classes
+
+
+def flight_class(board: chess.Board, move: chess.Move) -> int:
+    """FLIGHTS_NONE, FLIGHTS_ONE or FLIGHTS_MANY: the squares the enemy king could step to once
+    `move` (legal on `board`) is played (next to it, not holding a piece of its own, attacked
+    by none of the mover's pieces with the king taken off the board, as legality asks), found
+    by playing it."""
+    after = board.copy(stack=False)
+    after.push(move)
+    return _flights(after, not after.turn)
+
+
+def _flights(board: chess.Board, mover: chess.Color) -> int:
+    king = board.king(not mover)
+    if king is None:
+        return FLIGHTS_NONE
+    occupied = board.occupied & ~chess.BB_SQUARES[king]
+    count = 0
+    for square in chess.scan_forward(chess.BB_KING_ATTACKS[king] & ~board.occupied_co[not mover]):
+        count += not board.attackers_mask(mover, square, occupied)
+    return min(count, FLIGHTS_MANY)
+
+
+def flight_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]:
+    """`flight_class` of each of `moves` (legal on `board`), read off the bitboards without
+    playing them: each of the king's neighbours asks who of the mover's attacks it with the
+    moved piece on its target (a piece captured there attacks nothing). Castling, en passant
+    and promotions, which are rare, take `flight_class`."""
+    mover = board.turn
+    king = board.king(not mover)
+    if king is None:
+        return [FLIGHTS_NONE] * len(moves)
+    occupied = board.occupied & ~chess.BB_SQUARES[king]
+    neighbours = chess.BB_KING_ATTACKS[king]
+    around = neighbours & ~board.occupied_co[not mover]
+    classes = []
+    for move in moves:
+        origin, target = move.from_square, move.to_square
+        piece = board.piece_type_at(origin)
+        if is_rare_move(board, move, piece):
+            classes.append(flight_class(board, move))
+            continue
+        after = occupied & ~chess.BB_SQUARES[origin] | chess.BB_SQUARES[target]
+        if piece == chess.PAWN:
+            attacks = chess.BB_PAWN_ATTACKS[mover][target]
+        elif piece == chess.KNIGHT:
+            attacks = chess.BB_KNIGHT_ATTACKS[target]
+        elif piece == chess.KING:
+            attacks = chess.BB_KING_ATTACKS[target]
+        else:
+            attacks = _slider_attacks(piece, target, after)
+        # The moved piece's square is one the king may take, if nothing defends it.
+        free = (around | neighbours & chess.BB_SQUARES[target]) & ~attacks
+        count = 0
+        for square in chess.scan_forward(free):
+            if not board.attackers_mask(mover, square, after) & ~chess.BB_SQUARES[origin]:
+                count += 1
+                if count == FLIGHTS_MANY:
+                    break
+        classes.append(count)
     return classes

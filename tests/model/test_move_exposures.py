@@ -1,7 +1,6 @@
 """The exposure of a move (model/networks/move_facts.py): how many of the mover's own pieces it
 newly leaves en prise, on positions whose answer is known by hand, read off the bitboards as
-playing the move says on random boards, packed beside the other facts without disturbing them,
-and read by the networks only when their config asks."""
+playing the move says on random boards, and read by the networks only when their config asks."""
 
 from __future__ import annotations
 
@@ -67,22 +66,6 @@ def test_reading_the_bitboards_agrees_with_playing_the_moves():
         assert exposure_classes(board, legal) == played, board.fen()
         np.add.at(seen, played, 1)
     assert seen.sum() > 1_000 and seen[EXPOSURE_ONE] > 50 and seen[EXPOSURE_MANY] > 2, seen
-
-
-def test_every_fact_unpacks_from_the_kind_it_was_packed_into():
-    for exposure in range(3):
-        for threat in range(3):
-            for exchange in range(3):
-                for check in range(2):
-                    kind = board_graph.edge_kind(
-                        63, 4, board_graph.MOVE, check, exchange, threat, exposure
-                    )
-                    assert kind < board_graph.NUM_EDGE_KINDS
-                    assert board_graph.unpack_kind(kind) == (63, 4, board_graph.MOVE)
-                    assert board_graph.kind_gives_check(kind) == check
-                    assert board_graph.kind_exchange(kind) == exchange
-                    assert board_graph.kind_threat(kind) == threat
-                    assert board_graph.kind_exposure(kind) == exposure
 
 
 def test_the_networks_read_the_exposure_only_when_asked():

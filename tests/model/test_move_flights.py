@@ -1,0 +1,80 @@
+"""The enemy king's flights after a move (model/networks/move_facts.py): how many squares it could
+step to, on positions whose answer is known by hand, read off the bitboards as
+playing the move says on random boards, and read by the networks only when their config asks."""
+
+from __future__ import annotations
+
+import chess
+import numpy as np
+import pytest
+
+from core.actions import move_to_index
+from model import config as config_lib
+from model.networks import board_graph, network
+from model.networks.move_facts import (
+    FLIGHTS_MANY,
+    FLIGHTS_NONE,
+    FLIGHTS_ONE,
+    flight_class,
+    flight_classes,
+)
+
+CASES = [
+    # (FEN, move, flight class)
+    ("6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1", "a1a8", FLIGHTS_NONE),  # the back-rank mate
+    ("6k1/5pp1/7p/8/8/8/8/R5K1 w - - 0 1", "a1a8", FLIGHTS_ONE),  # with a window on h7
+    ("6k1/8/8/8/8/8/8/R5K1 w - - 0 1", "a1a2", FLIGHTS_MANY),  # a quiet move far away
+    ("6k1/8/6K1/8/8/8/8/7Q w - - 0 1", "h1h7", FLIGHTS_ONE),  # the queen defended: f8 alone
+    ("6k1/8/8/8/8/8/8/6KQ w - - 0 1", "h1h7", FLIGHTS_MANY),  # undefended, it can be taken
+    ("7k/8/6K1/8/8/8/8/Q7 w - - 0 1", "a1a8", FLIGHTS_NONE),  # the line runs through the king
+    ("r5k1/8/8/8/8/8/5PPP/6K1 b - - 0 1", "a8a1", FLIGHTS_NONE),  # Black to move
+    ("4k3/8/8/8/8/8/8/4K2R w K - 0 1", "e1g1", FLIGHTS_MANY),  # castling, played
+    ("1n4k1/P4ppp/8/8/8/8/8/6K1 w - - 0 1", "a7b8q", FLIGHTS_NONE),  # a promotion that mates
+]
+
+
+@pytest.mark.parametrize(("fen", "uci", "expected"), CASES)
+def test_the_flights_of_known_positions(fen, uci, expected):
+    board = chess.Board(fen)
+    move = chess.Move.from_uci(uci)
+    assert move in board.legal_moves
+    assert flight_class(board, move) == expected
+    assert flight_classes(board, [move]) == [expected]
+
+
+def test_reading_the_bitboards_agrees_with_playing_the_moves():
+    rng = np.random.default_rng(13)
+    seen = np.zeros(3, int)
+    for _ in range(80):
+        board = chess.Board()
+        for _ in range(int(rng.integers(6, 70))):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            board.push(moves[int(rng.integers(len(moves)))])
+        legal = list(board.legal_moves)
+        played = [flight_class(board, move) for move in legal]
+        assert flight_classes(board, legal) == played, board.fen()
+        np.add.at(seen, played, 1)
+    assert seen.sum() > 1_000 and seen[FLIGHTS_NONE] > 50 and seen[FLIGHTS_ONE] > 50, seen
+
+
+def test_the_networks_read_the_flights_only_when_asked():
+    board = chess.Board("6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1")
+    graphs = board_graph.encode_boards([board])
+    moves = graphs.num_moves[0]
+    kinds = graphs.kinds[:moves].astype(np.int64)
+    by_move = dict(
+        zip(graphs.actions[:moves].tolist(), board_graph.kind_flights(kinds).tolist(), strict=True)
+    )
+    assert by_move[move_to_index("a1a8")] == FLIGHTS_NONE
+    assert by_move[move_to_index("a1a2")] == FLIGHTS_MANY  # f8 and h8
+    assert (board_graph.kind_flights(graphs.kinds[moves:].astype(np.int64)) == 0).all()
+    for backbone in ("gateau", "squares"):
+        plain = config_lib.from_dict({"model": {"backbone": backbone}, "train": {"target": "bc"}})
+        told = plain.replace(model={"move_flights": True})
+        config_lib.validate(told, check_data=False)
+        assert "flights_embed" in network.param_shapes(told)
+        assert "flights_embed" not in network.param_shapes(plain)
+    with pytest.raises(config_lib.ConfigError, match="move_flights"):
+        config_lib.validate(told.replace(model={"backbone": "transformer"}), check_data=False)
