@@ -105,10 +105,6 @@ class ModelConfig:
     """gateau, squares: a move edge also embeds how many enemy pieces the move newly attacks
     with gain (none, one, two or more: forks and discovered attacks; model/networks/move_facts.py),
     read off the board."""
-    move_exposures: bool = False
-    """gateau, squares: a move edge also embeds how many of the mover's own pieces the move
-    newly leaves en prise (none, one, two or more: a defender moved away, a line opened or
-    blocked; model/networks/move_facts.py), read off the board."""
     move_flights: bool = False
     """gateau, squares: a move edge also embeds how many squares the enemy king could step to
     once the move is on the board (none, one, two or more: with the check bit, a check that
@@ -373,11 +369,6 @@ def validate(config: Config, check_data: bool = True) -> Config:
     if m.move_threats and m.backbone not in GRAPH_BACKBONES:
         raise ConfigError(
             f"model.move_threats is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
-        )
-    if m.move_exposures and m.backbone not in GRAPH_BACKBONES:
-        raise ConfigError(
-            "model.move_exposures is a feature of the move edges of "
-            f"{' and '.join(GRAPH_BACKBONES)}"
         )
     if m.move_flights and m.backbone not in GRAPH_BACKBONES:
         raise ConfigError(

@@ -17,20 +17,19 @@ Edges of one board, in this order:
 
 An edge's static features are one integer `kind` = geometry + GEOMETRIES * (promotion +
 PROMOTIONS * (edge type + len(EDGE_TYPES) * (check + 2 * (exchange + 3 * (threat + 3 *
-(exposure + 3 * flights))))))): the
+flights)))))): the
 geometry is the
 displacement seen from the side to move (8 queen directions x 7 distances, then 8 knight
 jumps), promotion 0 none, 1-4 q r b n, type 0 a move, 1 an attack of the side to move, 2 an
 attack of the opponent, check 1 for a move that gives check, exchange the sign of the move's
 static exchange on its target square (model/networks/move_facts.py: 0 even, 1 the mover loses
 material, 2 it wins), threat how many enemy pieces the move newly attacks with gain (0, 1, 2 and
-more: model/networks/move_facts.py), exposure how many of the mover's own pieces the move
-newly leaves en prise (0, 1, 2 and more), flights how many squares the enemy king could step
-to once the move is on the board (0, 1, 2 and more). These are facts of the board, as a move's
+more: model/networks/move_facts.py), flights how many squares the enemy king could step to
+once the move is on the board (0, 1, 2 and more). These are facts of the board, as a move's
 legality is: no move is searched to find them (`checking_moves`, `move_facts.exchange_classes`,
-`threat_classes`, `exposure_classes`, `flight_classes`); attack edges have none. Padding is
+`threat_classes`, `flight_classes`); attack edges have none. Padding is
 -1. A network reads each only if its config asks for it (`model.move_checks`,
-`model.move_exchanges`, `model.move_threats`, `model.move_exposures`, `model.move_flights`),
+`model.move_exchanges`, `model.move_threats`, `model.move_flights`),
 so the models trained before one was there see the kinds they were trained on.
 
 The edge table (`EDGE_FROM`, `EDGE_TO`, `EDGE_PROMOTION`, `EDGE_GEOMETRY`, and back,
@@ -50,11 +49,9 @@ import numpy as np
 from core.actions import ACTIONS, NUM_ACTIONS
 from model.networks.move_facts import (
     EXCHANGE_CLASSES,
-    EXPOSURE_CLASSES,
     FLIGHT_CLASSES,
     THREAT_CLASSES,
     exchange_classes,
-    exposure_classes,
     flight_classes,
     is_rare_move,
     threat_classes,
@@ -74,10 +71,8 @@ _KNIGHT_JUMPS = ((1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1), 
 GEOMETRIES = len(_QUEEN_DIRECTIONS) * 7 + len(_KNIGHT_JUMPS)  # 64
 _STATIC_KINDS = GEOMETRIES * PROMOTIONS * len(EDGE_TYPES)
 # * 2: the check bit; * EXCHANGE_CLASSES: the static exchange's sign; * THREAT_CLASSES;
-# * EXPOSURE_CLASSES; * FLIGHT_CLASSES. Past int16's range: kinds are int32.
-NUM_EDGE_KINDS = (
-    _STATIC_KINDS * 2 * EXCHANGE_CLASSES * THREAT_CLASSES * EXPOSURE_CLASSES * FLIGHT_CLASSES
-)
+# * FLIGHT_CLASSES. Past int16's range: kinds are int32.
+NUM_EDGE_KINDS = _STATIC_KINDS * 2 * EXCHANGE_CLASSES * THREAT_CLASSES * FLIGHT_CLASSES
 
 
 def geometry(sender: int, receiver: int) -> int:
@@ -126,12 +121,9 @@ def _edge_table() -> tuple[np.ndarray, ...]:
 EDGE_FROM, EDGE_TO, EDGE_PROMOTION, EDGE_GEOMETRY, _ACTION_OF_EDGE = _edge_table()
 
 
-def edge_kind(
-    geometry_class, promotion, edge_type, check=0, exchange=0, threat=0, exposure=0, flights=0
-):
+def edge_kind(geometry_class, promotion, edge_type, check=0, exchange=0, threat=0, flights=0):
     """The packed static feature of an edge (numpy or JAX integers alike)."""
-    facts = exposure + EXPOSURE_CLASSES * flights
-    facts = check + 2 * (exchange + EXCHANGE_CLASSES * (threat + THREAT_CLASSES * facts))
+    facts = check + 2 * (exchange + EXCHANGE_CLASSES * (threat + THREAT_CLASSES * flights))
     return geometry_class + GEOMETRIES * (
         promotion + PROMOTIONS * (edge_type + len(EDGE_TYPES) * facts)
     )
@@ -163,16 +155,10 @@ def kind_threat(kind):
     return (kind // (2 * EXCHANGE_CLASSES * _STATIC_KINDS)) % THREAT_CLASSES
 
 
-def kind_exposure(kind):
-    """The exposure class (model/networks/move_facts.py) of a packed kind's move, 0 for an
-    attack edge (padding: mask it)."""
-    return (kind // (2 * EXCHANGE_CLASSES * THREAT_CLASSES * _STATIC_KINDS)) % EXPOSURE_CLASSES
-
-
 def kind_flights(kind):
     """The enemy king's flight class (model/networks/move_facts.py) after a packed kind's
     move, 0 for an attack edge (padding: mask it)."""
-    return kind // (2 * EXCHANGE_CLASSES * THREAT_CLASSES * EXPOSURE_CLASSES * _STATIC_KINDS)
+    return kind // (2 * EXCHANGE_CLASSES * THREAT_CLASSES * _STATIC_KINDS)
 
 
 def move_edge(action: int, black_to_move: bool) -> tuple[int, int, int]:
@@ -277,8 +263,7 @@ _PROMOTION_INDEX = {None: 0} | {
 _CHECK_BIT = int(edge_kind(0, 0, 0, 1))
 _EXCHANGE_STEP = int(edge_kind(0, 0, 0, 0, 1))
 _THREAT_STEP = int(edge_kind(0, 0, 0, 0, 0, 1))
-_EXPOSURE_STEP = int(edge_kind(0, 0, 0, 0, 0, 0, 1))
-_FLIGHTS_STEP = int(edge_kind(0, 0, 0, 0, 0, 0, 0, 1))
+_FLIGHTS_STEP = int(edge_kind(0, 0, 0, 0, 0, 0, 1))
 
 
 def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool]:
@@ -355,12 +340,11 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
     exchanges = exchange_classes(board, legal, attacked)
     checks = checking_moves(board, legal)
     threats = threat_classes(board, legal)
-    exposures = exposure_classes(board, legal)
     flights = flight_classes(board, legal)
     facts = {}
     moved = {}  # origin -> the move targets from it, as a bitboard
-    for move, check, exchange, threat, exposure, flight in zip(
-        legal, checks, exchanges, threats, exposures, flights, strict=True
+    for move, check, exchange, threat, flight in zip(
+        legal, checks, exchanges, threats, flights, strict=True
     ):
         origin, target = move.from_square, move.to_square
         moved[origin] = moved.get(origin, 0) | 1 << target
@@ -369,7 +353,6 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
             (_CHECK_BIT if check else 0)
             + _EXCHANGE_STEP * exchange
             + _THREAT_STEP * threat
-            + _EXPOSURE_STEP * exposure
             + _FLIGHTS_STEP * flight
         )
     actions = sorted(facts)

@@ -1,7 +1,7 @@
 """The board graph as first written (model/networks/board_graph.py's `board_edges` before its
 per-board shortcuts), kept unchanged as the reference that the identity tests
 (tests/model/test_board_graph.py) and the benchmark (bench/graphs.py) hold the fast path to: every
-move's static exchange by the full swap algorithm, its threat, exposure and flights found by
+move's static exchange by the full swap algorithm, its threat and the king's flights found by
 playing it, every attack
 edge filtered through a set.
 Nothing else uses it."""
@@ -16,7 +16,6 @@ from model.networks.board_graph import (
     _ACTION_BY_MOVE,
     _CHECK_BIT,
     _EXCHANGE_STEP,
-    _EXPOSURE_STEP,
     _FLIGHTS_STEP,
     _GEOMETRY_OF,
     _MOVE_EDGES,
@@ -31,7 +30,7 @@ from model.networks.board_graph import (
     checking_moves,
     encode_boards,
 )
-from model.networks.move_facts import exchange_class, exposure_class, flight_class, threat_class
+from model.networks.move_facts import exchange_class, flight_class, threat_class
 
 
 def reference_board_edges(
@@ -48,7 +47,6 @@ def reference_board_edges(
             (_CHECK_BIT if check else 0)
             + _EXCHANGE_STEP * exchange_class(board, move)
             + _THREAT_STEP * threat_class(board, move)
-            + _EXPOSURE_STEP * exposure_class(board, move)
             + _FLIGHTS_STEP * flight_class(board, move),
         )
         for move, check in zip(legal, checking_moves(board, legal), strict=True)

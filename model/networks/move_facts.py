@@ -17,15 +17,13 @@ move opens) and that are worth more than that attacker or have no defender. None
 and more (a fork or double attack). It looks at the mover's own next captures and at who
 defends their targets, as the exchange does; no reply of the opponent is considered.
 
-The exposure of a move is the threat seen from the other side: the mover's own pieces (the
-moved one aside: that is the exchange; the king aside: a legal move leaves it safe) that, once
-the move is on the board, stand attacked with gain where they did not before: an enemy piece
-cheaper than them attacks them, or an enemy piece attacks them and nothing of the mover's
-defends them. A move exposes a piece by leaving it undefended (the moved piece was its
-defender, or the move blocks a line that defended it) or by opening an enemy line onto it. It
-reads who attacks and defends those squares on the board as the move leaves it, as the
-exchange reads its target square; which piece the opponent would take, and what follows, is
-not considered.
+The flights of a move are the squares the enemy king could step to once the move is on the
+board: its neighbours that hold none of its own pieces and that none of the mover's pieces
+attacks (with the king taken off the board, as legality asks: a checking slider's line runs on
+through it). None, one, or two and more. With the check bit it tells a check that leaves the
+king no square, the mate's shape; whether the checking piece can be taken or the check
+blocked is not asked, nor any other reply.
+
 """
 
 from __future__ import annotations
@@ -45,9 +43,6 @@ EXCHANGE_CLASSES = 3
 # The threat as a class: how many enemy pieces the move newly attacks with gain, capped.
 THREAT_NONE, THREAT_ONE, THREAT_MANY = range(3)
 THREAT_CLASSES = 3
-# The exposure as a class: how many of the mover's pieces the move newly leaves en prise, capped.
-EXPOSURE_NONE, EXPOSURE_ONE, EXPOSURE_MANY = range(3)
-EXPOSURE_CLASSES = 3
 # The enemy king's flight squares once the move is on the board, as a class, capped.
 FLIGHTS_NONE, FLIGHTS_ONE, FLIGHTS_MANY = range(3)
 FLIGHT_CLASSES = 3
@@ -290,95 +285,6 @@ def _with_gain(
     if PIECE_VALUES[board.piece_type_at(square)] > attacker:
         return True
     return not board.attackers_mask(side, square, occupied) & ~chess.BB_SQUARES[target]
-
-
-def _en_prise(
-    board: chess.Board, square: chess.Square, occupied: int, gone: int, moved: int
-) -> bool:
-    """Whether the piece on `square` stands attacked with gain by the other side on `board`
-    with the occupancy `occupied`: by an enemy piece worth less, or by any enemy piece with
-    no defender. `gone` masks the pieces no longer on the board (a captured piece, the moved
-    piece's origin); `moved` is the square of a defender not in `board`'s masks (the moved
-    piece on its target, or 0 bits)."""
-    colour = board.color_at(square)
-    attackers = board.attackers_mask(not colour, square, occupied) & ~gone
-    if not attackers:
-        return False
-    value = PIECE_VALUES[board.piece_type_at(square)]
-    for piece in chess.PIECE_TYPES:  # pawn first, king last
-        if attackers & board.pieces_mask(piece, not colour):
-            if PIECE_VALUES[piece] < value:
-                return True
-            break
-    return not (board.attackers_mask(colour, square, occupied) & ~gone or moved)
-
-
-def exposure_class(board: chess.Board, move: chess.Move) -> int:
-    """EXPOSURE_NONE, EXPOSURE_ONE or EXPOSURE_MANY: the pieces of the side to move, other than
-    the moved piece and the king, that stand en prise (attacked by a cheaper enemy piece, or
-    attacked and undefended) once `move` (legal on `board`) is played and did not before,
-    found by playing it."""
-    mover = board.turn
-    after = board.copy(stack=False)
-    after.push(move)
-    count = 0
-    for square in chess.scan_forward(after.occupied_co[mover] & ~after.kings):
-        if board.piece_at(square) != after.piece_at(square):  # the moved piece, a castling rook
-            continue
-        if _en_prise(after, square, after.occupied, 0, 0) and not _en_prise(
-            board, square, board.occupied, 0, 0
-        ):
-            count += 1
-    return min(count, EXPOSURE_MANY)
-
-
-def exposure_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]:
-    """`exposure_class` of each of `moves` (legal on `board`), read off the bitboards without
-    playing them. A piece's standing changes only where the move changes who attacks or
-    defends it: the moved piece defended it from its origin, or it is the first piece on a
-    line through the origin (an enemy line opened) or through the target (a line of the
-    mover's blocked); only those pieces are looked at. Castling, en passant and promotions,
-    which are rare, take `exposure_class`."""
-    occupied = board.occupied
-    mine = board.occupied_co[board.turn] & ~board.kings
-    en_prise = {}  # square -> whether the piece there stands en prise before any move
-    defends = {}  # origin -> the squares the piece there attacks
-    classes = []
-    for move in moves:
-        origin, target = move.from_square, move.to_square
-        piece = board.piece_type_at(origin)
-        if is_rare_move(board, move, piece):
-            classes.append(exposure_class(board, move))
-            continue
-        after = occupied & ~chess.BB_SQUARES[origin] | chess.BB_SQUARES[target]
-        if origin not in defends:
-            defends[origin] = board.attacks_mask(origin)
-        lines = _slider_attacks(chess.QUEEN, origin, after) | _slider_attacks(
-            chess.QUEEN, target, after
-        )
-        gone = chess.BB_SQUARES[origin] | chess.BB_SQUARES[target]
-        looked = (defends[origin] | lines) & mine & ~gone
-        if not looked:
-            classes.append(EXPOSURE_NONE)
-            continue
-        if piece == chess.PAWN:
-            attacks = chess.BB_PAWN_ATTACKS[board.turn][target]
-        elif piece == chess.KNIGHT:
-            attacks = chess.BB_KNIGHT_ATTACKS[target]
-        elif piece == chess.KING:
-            attacks = chess.BB_KING_ATTACKS[target]
-        else:
-            attacks = _slider_attacks(piece, target, after)
-        count = 0
-        for square in chess.scan_forward(looked):
-            if square not in en_prise:
-                en_prise[square] = _en_prise(board, square, occupied, 0, 0)
-            if en_prise[square]:
-                continue
-            moved = attacks & chess.BB_SQUARES[square]
-            count += _en_prise(board, square, after, gone, moved)
-        classes.append(min(count, EXPOSURE_MANY))
-    return classes
 
 
 def flight_class(board: chess.Board, move: chess.Move) -> int:

@@ -146,10 +146,6 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
         target_ = target_ + small_embed(board_graph.THREAT_CLASSES, width, "threat_embed")(
             board_graph.kind_threat(packed)
         )
-    if model.move_exposures:
-        target_ = target_ + small_embed(board_graph.EXPOSURE_CLASSES, width, "exposure_embed")(
-            board_graph.kind_exposure(packed)
-        )
     if model.move_flights:
         target_ = target_ + small_embed(board_graph.FLIGHT_CLASSES, width, "flights_embed")(
             board_graph.kind_flights(packed)
