@@ -23,7 +23,6 @@ attacks (with the king taken off the board, as legality asks: a checking slider'
 through it). None, one, or two and more. With the check bit it tells a check that leaves the
 king no square, the mate's shape; whether the checking piece can be taken or the check
 blocked is not asked, nor any other reply.
-
 """
 
 from __future__ import annotations
