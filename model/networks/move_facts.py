@@ -222,6 +222,20 @@ def _slider_attacks(piece: chess.PieceType, square: chess.Square, occupied: int)
     return attacks
 
 
+def _attacks_from(
+    piece: chess.PieceType, colour: chess.Color, square: chess.Square, occupied: int
+) -> int:
+    """The squares a `colour` `piece` on `square` attacks with the board's occupancy
+    `occupied` (the moved piece on its target, before the board has the move)."""
+    if piece == chess.PAWN:
+        return chess.BB_PAWN_ATTACKS[colour][square]
+    if piece == chess.KNIGHT:
+        return chess.BB_KNIGHT_ATTACKS[square]
+    if piece == chess.KING:
+        return chess.BB_KING_ATTACKS[square]
+    return _slider_attacks(piece, square, occupied)
+
+
 def threat_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]:
     """`threat_class` of each of `moves` (legal on `board`), read off the bitboards without
     playing them: the moved piece's attacks from its target on the board with the move made,
@@ -242,14 +256,7 @@ def threat_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]
             continue
         after = occupied & ~chess.BB_SQUARES[origin] | chess.BB_SQUARES[target]
         victims = targets & ~chess.BB_SQUARES[target]
-        if piece == chess.PAWN:
-            attacks = chess.BB_PAWN_ATTACKS[mover][target]
-        elif piece == chess.KNIGHT:
-            attacks = chess.BB_KNIGHT_ATTACKS[target]
-        elif piece == chess.KING:
-            attacks = chess.BB_KING_ATTACKS[target]
-        else:
-            attacks = _slider_attacks(piece, target, after)
+        attacks = _attacks_from(piece, mover, target, after)
         threatened = 0
         value = PIECE_VALUES[piece]
         # Per origin, not per move: a piece's own attacks from where it stands.
@@ -327,14 +334,7 @@ def flight_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]
             classes.append(flight_class(board, move))
             continue
         after = occupied & ~chess.BB_SQUARES[origin] | chess.BB_SQUARES[target]
-        if piece == chess.PAWN:
-            attacks = chess.BB_PAWN_ATTACKS[mover][target]
-        elif piece == chess.KNIGHT:
-            attacks = chess.BB_KNIGHT_ATTACKS[target]
-        elif piece == chess.KING:
-            attacks = chess.BB_KING_ATTACKS[target]
-        else:
-            attacks = _slider_attacks(piece, target, after)
+        attacks = _attacks_from(piece, mover, target, after)
         # The moved piece's square is one the king may take, if nothing defends it.
         free = (around | neighbours & chess.BB_SQUARES[target]) & ~attacks
         count = 0

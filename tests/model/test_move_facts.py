@@ -18,6 +18,7 @@ from model.networks.move_facts import (
     exchange_class,
     static_exchange,
 )
+from tests.model.random_boards import random_boards
 
 CASES = [
     # (FEN, move, material the mover wins in pawns)
@@ -63,15 +64,8 @@ def _brute_force(board: chess.Board, square: chess.Square, on_square: int) -> in
 
 
 def test_the_exchange_agrees_with_playing_the_captures_out():
-    rng = np.random.default_rng(7)
     checked = 0
-    for _ in range(60):
-        board = chess.Board()
-        for _ in range(int(rng.integers(10, 60))):
-            moves = list(board.legal_moves)
-            if not moves:
-                break
-            board.push(moves[int(rng.integers(len(moves)))])
+    for board in random_boards(7, 60, (10, 60)):
         for move in board.legal_moves:
             # Captures that promote change the piece at stake: the swap counts a pawn.
             if board.is_castling(move) or chess.square_rank(move.to_square) in (0, 7):

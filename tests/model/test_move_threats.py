@@ -18,6 +18,7 @@ from model.networks.move_facts import (
     threat_class,
     threat_classes,
 )
+from tests.model.random_boards import random_boards
 
 CASES = [
     # (FEN, move, threat class)
@@ -48,15 +49,8 @@ def test_the_threat_of_known_positions(fen, uci, expected):
 
 
 def test_reading_the_bitboards_agrees_with_playing_the_moves():
-    rng = np.random.default_rng(11)
     seen = np.zeros(3, int)
-    for _ in range(80):
-        board = chess.Board()
-        for _ in range(int(rng.integers(6, 70))):
-            moves = list(board.legal_moves)
-            if not moves:
-                break
-            board.push(moves[int(rng.integers(len(moves)))])
+    for board in random_boards(11, 80, (6, 70)):
         legal = list(board.legal_moves)
         played = [threat_class(board, move) for move in legal]
         assert threat_classes(board, legal) == played, board.fen()
