@@ -109,6 +109,10 @@ class ModelConfig:
     """gateau, squares: a move edge also embeds how many squares the enemy king could step to
     once the move is on the board (none, one, two or more: with the check bit, a check that
     leaves the king no square; model/networks/move_facts.py), read off the board."""
+    move_hanging: bool = False
+    """gateau, squares: a move edge also embeds the most valuable of the mover's other pieces
+    it leaves en prise (none, a pawn, a minor piece, a rook, a queen: a threat on the board
+    answered or ignored; model/networks/move_facts.py), read off the board."""
     policy_value: bool = False
     """gateau, squares with target bc: a value head beside the policy on the same trunk, trained
     on each board's state win probability (train.value_weight x its cross-entropy over
@@ -373,6 +377,10 @@ def validate(config: Config, check_data: bool = True) -> Config:
     if m.move_flights and m.backbone not in GRAPH_BACKBONES:
         raise ConfigError(
             f"model.move_flights is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
+        )
+    if m.move_hanging and m.backbone not in GRAPH_BACKBONES:
+        raise ConfigError(
+            f"model.move_hanging is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
         )
     if m.policy_value and (m.backbone not in GRAPH_BACKBONES or t.target != "bc"):
         raise ConfigError(

@@ -17,7 +17,7 @@ Edges of one board, in this order:
 
 An edge's static features are one integer `kind` = geometry + GEOMETRIES * (promotion +
 PROMOTIONS * (edge type + len(EDGE_TYPES) * (check + 2 * (exchange + 3 * (threat + 3 *
-flights)))))): the
+(flights + 3 * hanging))))))): the
 geometry is the
 displacement seen from the side to move (8 queen directions x 7 distances, then 8 knight
 jumps), promotion 0 none, 1-4 q r b n, type 0 a move, 1 an attack of the side to move, 2 an
@@ -25,11 +25,14 @@ attack of the opponent, check 1 for a move that gives check, exchange the sign o
 static exchange on its target square (model/networks/move_facts.py: 0 even, 1 the mover loses
 material, 2 it wins), threat how many enemy pieces the move newly attacks with gain (0, 1, 2 and
 more: model/networks/move_facts.py), flights how many squares the enemy king could step to
-once the move is on the board (0, 1, 2 and more). These are facts of the board, as a move's
+once the move is on the board (0, 1, 2 and more), hanging the most valuable of the mover's
+other pieces it leaves en prise (0 none, 1 a pawn, 2 a knight or bishop, 3 a rook, 4 a queen).
+These are facts of the board, as a move's
 legality is: no move is searched to find them (`checking_moves`, `move_facts.exchange_classes`,
-`threat_classes`, `flight_classes`); attack edges have none. Padding is
+`threat_classes`, `flight_classes`, `hanging_classes`); attack edges have none. Padding is
 -1. A network reads each only if its config asks for it (`model.move_checks`,
-`model.move_exchanges`, `model.move_threats`, `model.move_flights`),
+`model.move_exchanges`, `model.move_threats`, `model.move_flights`,
+`model.move_hanging`),
 so the models trained before one was there see the kinds they were trained on.
 
 The edge table (`EDGE_FROM`, `EDGE_TO`, `EDGE_PROMOTION`, `EDGE_GEOMETRY`, and back,
@@ -50,9 +53,11 @@ from core.actions import ACTIONS, NUM_ACTIONS
 from model.networks.move_facts import (
     EXCHANGE_CLASSES,
     FLIGHT_CLASSES,
+    HANGING_CLASSES,
     THREAT_CLASSES,
     exchange_classes,
     flight_classes,
+    hanging_classes,
     is_rare_move,
     threat_classes,
 )
@@ -71,8 +76,10 @@ _KNIGHT_JUMPS = ((1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1), 
 GEOMETRIES = len(_QUEEN_DIRECTIONS) * 7 + len(_KNIGHT_JUMPS)  # 64
 _STATIC_KINDS = GEOMETRIES * PROMOTIONS * len(EDGE_TYPES)
 # * 2: the check bit; * EXCHANGE_CLASSES: the static exchange's sign; * THREAT_CLASSES;
-# * FLIGHT_CLASSES. Past int16's range: kinds are int32.
-NUM_EDGE_KINDS = _STATIC_KINDS * 2 * EXCHANGE_CLASSES * THREAT_CLASSES * FLIGHT_CLASSES
+# * FLIGHT_CLASSES; * HANGING_CLASSES. Past int16's range: kinds are int32.
+NUM_EDGE_KINDS = (
+    _STATIC_KINDS * 2 * EXCHANGE_CLASSES * THREAT_CLASSES * FLIGHT_CLASSES * HANGING_CLASSES
+)
 
 
 def geometry(sender: int, receiver: int) -> int:
@@ -121,9 +128,14 @@ def _edge_table() -> tuple[np.ndarray, ...]:
 EDGE_FROM, EDGE_TO, EDGE_PROMOTION, EDGE_GEOMETRY, _ACTION_OF_EDGE = _edge_table()
 
 
-def edge_kind(geometry_class, promotion, edge_type, check=0, exchange=0, threat=0, flights=0):
+def edge_kind(
+    geometry_class, promotion, edge_type, check=0, exchange=0, threat=0, flights=0, hanging=0
+):
     """The packed static feature of an edge (numpy or JAX integers alike)."""
-    facts = check + 2 * (exchange + EXCHANGE_CLASSES * (threat + THREAT_CLASSES * flights))
+    facts = check + 2 * (
+        exchange
+        + EXCHANGE_CLASSES * (threat + THREAT_CLASSES * (flights + FLIGHT_CLASSES * hanging))
+    )
     return geometry_class + GEOMETRIES * (
         promotion + PROMOTIONS * (edge_type + len(EDGE_TYPES) * facts)
     )
@@ -158,7 +170,13 @@ def kind_threat(kind):
 def kind_flights(kind):
     """The enemy king's flight class (model/networks/move_facts.py) after a packed kind's
     move, 0 for an attack edge (padding: mask it)."""
-    return kind // (2 * EXCHANGE_CLASSES * THREAT_CLASSES * _STATIC_KINDS)
+    return (kind // (2 * EXCHANGE_CLASSES * THREAT_CLASSES * _STATIC_KINDS)) % FLIGHT_CLASSES
+
+
+def kind_hanging(kind):
+    """The class of what a packed kind's move leaves hanging (model/networks/move_facts.py), 0
+    for an attack edge (padding: mask it)."""
+    return kind // (2 * EXCHANGE_CLASSES * THREAT_CLASSES * FLIGHT_CLASSES * _STATIC_KINDS)
 
 
 def move_edge(action: int, black_to_move: bool) -> tuple[int, int, int]:
@@ -264,6 +282,7 @@ _CHECK_BIT = int(edge_kind(0, 0, 0, 1))
 _EXCHANGE_STEP = int(edge_kind(0, 0, 0, 0, 1))
 _THREAT_STEP = int(edge_kind(0, 0, 0, 0, 0, 1))
 _FLIGHTS_STEP = int(edge_kind(0, 0, 0, 0, 0, 0, 1))
+_HANGING_STEP = int(edge_kind(0, 0, 0, 0, 0, 0, 0, 1))
 
 
 def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool]:
@@ -341,10 +360,11 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
     checks = checking_moves(board, legal)
     threats = threat_classes(board, legal)
     flights = flight_classes(board, legal)
+    hangings = hanging_classes(board, legal)
     facts = {}
     moved = {}  # origin -> the move targets from it, as a bitboard
-    for move, check, exchange, threat, flight in zip(
-        legal, checks, exchanges, threats, flights, strict=True
+    for move, check, exchange, threat, flight, hanging in zip(
+        legal, checks, exchanges, threats, flights, hangings, strict=True
     ):
         origin, target = move.from_square, move.to_square
         moved[origin] = moved.get(origin, 0) | 1 << target
@@ -354,6 +374,7 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
             + _EXCHANGE_STEP * exchange
             + _THREAT_STEP * threat
             + _FLIGHTS_STEP * flight
+            + _HANGING_STEP * hanging
         )
     actions = sorted(facts)
     senders, receivers, kinds = [], [], []

@@ -1,9 +1,8 @@
 """The board graph as first written (model/networks/board_graph.py's `board_edges` before its
 per-board shortcuts), kept unchanged as the reference that the identity tests
-(tests/model/test_board_graph.py) and the benchmark (bench/graphs.py) hold the fast path to: every
-move's static exchange by the full swap algorithm, its threat and the king's flights found by
-playing it, every attack
-edge filtered through a set.
+(tests/model/test_board_graph.py) and the benchmark (bench/graphs.py) hold the fast path to:
+every move's static exchange by the full swap algorithm, its threat, the king's flights and what
+it leaves hanging found by playing it, every attack edge filtered through a set.
 Nothing else uses it."""
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from model.networks.board_graph import (
     _EXCHANGE_STEP,
     _FLIGHTS_STEP,
     _GEOMETRY_OF,
+    _HANGING_STEP,
     _MOVE_EDGES,
     _PROMOTION_INDEX,
     _THREAT_STEP,
@@ -30,7 +30,7 @@ from model.networks.board_graph import (
     checking_moves,
     encode_boards,
 )
-from model.networks.move_facts import exchange_class, flight_class, threat_class
+from model.networks.move_facts import exchange_class, flight_class, hanging_class, threat_class
 
 
 def reference_board_edges(
@@ -47,7 +47,8 @@ def reference_board_edges(
             (_CHECK_BIT if check else 0)
             + _EXCHANGE_STEP * exchange_class(board, move)
             + _THREAT_STEP * threat_class(board, move)
-            + _FLIGHTS_STEP * flight_class(board, move),
+            + _FLIGHTS_STEP * flight_class(board, move)
+            + _HANGING_STEP * hanging_class(board, move),
         )
         for move, check in zip(legal, checking_moves(board, legal), strict=True)
     )

@@ -23,6 +23,14 @@ attacks (with the king taken off the board, as legality asks: a checking slider'
 through it). None, one, or two and more. With the check bit it tells a check that leaves the
 king no square, the mate's shape; whether the checking piece can be taken or the check
 blocked is not asked, nor any other reply.
+
+What a move leaves hanging is the most valuable of the mover's other pieces (the moved one
+aside: that is the exchange; the king aside: that is legality) that stands en prise once the
+move is on the board: attacked by a cheaper enemy piece, or attacked and defended by nothing.
+A piece already attacked stays hanging unless the move saves it (moves it away, defends it,
+blocks the line, takes the attacker), so the fact tells the moves that answer a threat already
+on the board from those that ignore it. None, a pawn, a knight or bishop, a rook, a queen. Pins
+are not considered, nor any reply.
 """
 
 from __future__ import annotations
@@ -45,6 +53,16 @@ THREAT_CLASSES = 3
 # The enemy king's flight squares once the move is on the board, as a class, capped.
 FLIGHTS_NONE, FLIGHTS_ONE, FLIGHTS_MANY = range(3)
 FLIGHT_CLASSES = 3
+# The most valuable of the mover's other pieces left en prise by the move, as a class.
+HANGING_NONE, HANGING_PAWN, HANGING_MINOR, HANGING_ROOK, HANGING_QUEEN = range(5)
+HANGING_CLASSES = 5
+_HANGING_OF_VALUE = {
+    0: HANGING_NONE,
+    1: HANGING_PAWN,
+    3: HANGING_MINOR,
+    5: HANGING_ROOK,
+    9: HANGING_QUEEN,
+}
 
 
 def static_exchange(board: chess.Board, move: chess.Move) -> int:
@@ -345,3 +363,31 @@ def flight_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]
                     break
         classes.append(count)
     return classes
+
+
+def hanging_class(board: chess.Board, move: chess.Move) -> int:
+    """HANGING_NONE to HANGING_QUEEN: the most valuable of the mover's pieces other than the
+    moved one and the king that stands en prise once `move` (legal on `board`) is played
+    (attacked by an enemy piece worth less, or attacked and undefended), found by playing it."""
+    mover = board.turn
+    after = board.copy(stack=False)
+    after.push(move)
+    moved = chess.BB_SQUARES[move.to_square]  # castling's rook is judged as any other piece
+    worst = 0
+    for square in chess.scan_forward(after.occupied_co[mover] & ~after.kings & ~moved):
+        value = PIECE_VALUES[after.piece_type_at(square)]
+        if value <= worst:
+            continue
+        attackers = after.attackers_mask(not mover, square)
+        if not attackers:
+            continue
+        if not after.attackers_mask(mover, square) or any(
+            PIECE_VALUES[after.piece_type_at(a)] < value for a in chess.scan_forward(attackers)
+        ):
+            worst = value
+    return _HANGING_OF_VALUE[worst]
+
+
+def hanging_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]:
+    """`hanging_class` of each of `moves` (legal on `board`)."""
+    return [hanging_class(board, move) for move in moves]

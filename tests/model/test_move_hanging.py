@@ -1,0 +1,90 @@
+"""What a move leaves hanging (model/networks/move_facts.py): the most valuable of the mover's
+other pieces left en prise, on positions whose answer is known by hand, the same through the
+board graph, and read by the networks only when their config asks."""
+
+from __future__ import annotations
+
+import chess
+import numpy as np
+import pytest
+
+from core.actions import move_to_index
+from model import config as config_lib
+from model.networks import board_graph, network
+from model.networks.move_facts import (
+    HANGING_MINOR,
+    HANGING_NONE,
+    HANGING_PAWN,
+    HANGING_QUEEN,
+    HANGING_ROOK,
+    hanging_class,
+    hanging_classes,
+)
+from tests.model.random_boards import random_boards
+
+# The bishop on g5 attacks Black's queen on d8; the knight on d5 stands on the white queen's
+# file with nothing defending it.
+PINNED_QUEEN = "r1bqkb1r/pppp1ppp/8/3n2B1/4p3/2P2N2/PP3PPP/R2QKB1R b KQkq - 1 9"
+
+CASES = [
+    # (FEN, move, class)
+    (PINNED_QUEEN, "e4f3", HANGING_QUEEN),  # takes a knight, leaves the queen to the bishop
+    (PINNED_QUEEN, "d8g5", HANGING_NONE),  # takes the attacker; the queen defends d5 on rank 5
+    (PINNED_QUEEN, "d5f6", HANGING_NONE),  # the knight moves off the file and blocks the line
+    (PINNED_QUEEN, "d8e7", HANGING_MINOR),  # the queen escapes; the knight stays loose
+    (PINNED_QUEEN, "a7a6", HANGING_QUEEN),  # ignores both
+    # A rook attacked by a knight is en prise though defended: the attacker is cheaper.
+    ("4k3/8/8/4n3/8/5R2/8/5RK1 w - - 0 1", "g1h1", HANGING_ROOK),
+    ("4k3/8/8/4n3/8/5R2/8/5RK1 w - - 0 1", "f3f4", HANGING_NONE),
+    # A pawn attacked by a rook and defended by nothing.
+    ("4k3/8/8/8/r2P4/8/8/4K3 w - - 0 1", "e1e2", HANGING_PAWN),
+    ("4k3/8/8/8/r2P4/8/8/4K3 w - - 0 1", "e1d2", HANGING_PAWN),  # d2 does not touch d4
+    ("4k3/8/8/8/r2P4/8/8/4K3 w - - 0 1", "d4d5", HANGING_NONE),  # the moved piece: the exchange
+    # Attacked by an equal piece and defended: not en prise.
+    ("4k3/8/8/3b4/8/8/6BP/7K w - - 0 1", "h2h3", HANGING_NONE),
+    ("4k3/8/8/3b4/8/8/6BP/7K w - - 0 1", "h1g1", HANGING_NONE),  # g1 still defends g2
+    # Black to move, and a capture that removes the only attacker.
+    ("4k3/8/8/8/8/8/3q4/3R3K b - - 0 1", "d2d1", HANGING_NONE),
+    ("4k3/8/8/8/8/8/3q4/3R3K b - - 0 1", "e8e7", HANGING_QUEEN),
+]
+
+
+@pytest.mark.parametrize(("fen", "uci", "expected"), CASES)
+def test_what_a_move_leaves_hanging_in_known_positions(fen, uci, expected):
+    board = chess.Board(fen)
+    move = chess.Move.from_uci(uci)
+    assert move in board.legal_moves
+    assert hanging_class(board, move) == expected
+    assert hanging_classes(board, [move]) == [expected]
+
+
+def test_every_class_is_seen_on_random_boards():
+    seen = np.zeros(5, int)
+    for board in random_boards(17, 40, (6, 70)):
+        legal = list(board.legal_moves)
+        classes = hanging_classes(board, legal)
+        assert classes == [hanging_class(board, move) for move in legal], board.fen()
+        np.add.at(seen, classes, 1)
+    assert (seen > 10).all(), seen
+
+
+def test_the_networks_read_it_only_when_asked():
+    board = chess.Board(PINNED_QUEEN)
+    graphs = board_graph.encode_boards([board])
+    moves = graphs.num_moves[0]
+    kinds = graphs.kinds[:moves].astype(np.int64)
+    by_move = dict(
+        zip(graphs.actions[:moves].tolist(), board_graph.kind_hanging(kinds).tolist(), strict=True)
+    )
+    # Black to move: the actions are the moves as they are (the graph mirrors the squares).
+    assert by_move[move_to_index("e4f3")] == HANGING_QUEEN
+    assert by_move[move_to_index("d5f6")] == HANGING_NONE
+    assert (board_graph.kind_hanging(graphs.kinds[moves:].astype(np.int64)) == 0).all()
+    for backbone in ("gateau", "squares"):
+        plain = config_lib.from_dict({"model": {"backbone": backbone}, "train": {"target": "bc"}})
+        told = plain.replace(model={"move_hanging": True})
+        config_lib.validate(told, check_data=False)
+        assert "hanging_embed" in network.param_shapes(told)
+        assert "hanging_embed" not in network.param_shapes(plain)
+    with pytest.raises(config_lib.ConfigError, match="move_hanging"):
+        config_lib.validate(told.replace(model={"backbone": "transformer"}), check_data=False)
