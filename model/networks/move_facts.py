@@ -376,16 +376,22 @@ def hanging_class(board: chess.Board, move: chess.Move) -> int:
     worst = 0
     for square in chess.scan_forward(after.occupied_co[mover] & ~after.kings & ~moved):
         value = PIECE_VALUES[after.piece_type_at(square)]
-        if value <= worst:
-            continue
-        attackers = after.attackers_mask(not mover, square)
-        if not attackers:
-            continue
-        if not after.attackers_mask(mover, square) or any(
-            PIECE_VALUES[after.piece_type_at(a)] < value for a in chess.scan_forward(attackers)
-        ):
+        if value > worst and en_prise(after, square):
             worst = value
     return _HANGING_OF_VALUE[worst]
+
+
+def en_prise(board: chess.Board, square: chess.Square) -> bool:
+    """Whether the piece on `square` is attacked by an enemy piece worth less than it, or
+    attacked and defended by nothing, on `board` as it stands (pins not considered)."""
+    piece = board.piece_at(square)
+    attackers = board.attackers_mask(not piece.color, square)
+    if not attackers:
+        return False
+    value = PIECE_VALUES[piece.piece_type]
+    return not board.attackers_mask(piece.color, square) or any(
+        PIECE_VALUES[board.piece_type_at(a)] < value for a in chess.scan_forward(attackers)
+    )
 
 
 def hanging_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]:
