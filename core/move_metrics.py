@@ -1,4 +1,6 @@
-"""The paper's per-board metrics: action accuracy and Kendall's tau of predicted action values.
+"""The paper's per-board metrics: action accuracy and Kendall's tau of predicted action values,
+and the regret of the first choice: the win probability it gives up against the best move, which
+a game punishes where accuracy counts a near-best move as a miss.
 
 Pure functions on arrays, shared by the trainer's periodic evaluation and `eval.metrics`, so
 both judge a model by one rule. Values are win probabilities from the side to move's view,
@@ -12,6 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy.stats import kendalltau
+
+# A first choice that gives up more win probability than this against the best move is a
+# blunder (a piece, or a won position, lost).
+BLUNDER_REGRET = 0.2
 
 
 def _pair(predicted, truth) -> tuple[np.ndarray, np.ndarray]:
@@ -30,6 +36,13 @@ def is_best_action(predicted: np.ndarray, truth: np.ndarray) -> bool:
     return bool(truth[int(np.argmax(predicted))] >= truth.max())
 
 
+def regret(predicted: np.ndarray, truth: np.ndarray) -> float:
+    """The true win probability the prediction's first choice gives up against the best move
+    (0 when it is among the best)."""
+    predicted, truth = _pair(predicted, truth)
+    return float(truth.max() - truth[int(np.argmax(predicted))])
+
+
 def kendall_tau(predicted: np.ndarray, truth: np.ndarray) -> float:
     """Kendall's tau-b between predicted and true values of one board's legal moves.
 
@@ -46,7 +59,8 @@ def kendall_tau(predicted: np.ndarray, truth: np.ndarray) -> float:
 
 
 def summarize(predicted: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> dict:
-    """Action accuracy, mean Kendall's tau and mean absolute win-probability error over boards."""
+    """Action accuracy, mean Kendall's tau, mean regret, the share of blunders (a regret over
+    BLUNDER_REGRET) and mean absolute win-probability error over boards."""
     if len(predicted) != len(truth):
         raise ValueError("predicted and truth hold different numbers of boards")
     accuracy = [is_best_action(p, t) for p, t in zip(predicted, truth, strict=True)]
@@ -58,10 +72,13 @@ def summarize(predicted: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> d
         if predicted
         else np.zeros(0)
     )
+    regrets = np.array([regret(p, t) for p, t in zip(predicted, truth, strict=True)])
     defined = ~np.isnan(taus)
     return {
         "boards": len(predicted),
         "action_accuracy": float(np.mean(accuracy)) if accuracy else math.nan,
+        "mean_regret": float(regrets.mean()) if regrets.size else math.nan,
+        "blunder_share": float((regrets > BLUNDER_REGRET).mean()) if regrets.size else math.nan,
         "kendall_tau": float(taus[defined].mean()) if defined.any() else math.nan,
         "kendall_tau_boards": int(defined.sum()),
         "mean_abs_win_prob_error": float(errors.mean()) if errors.size else math.nan,

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from core.move_metrics import is_best_action, kendall_tau, summarize
+from core.move_metrics import BLUNDER_REGRET, is_best_action, kendall_tau, regret, summarize
 
 
 def test_tau_of_identical_and_reversed_orders():
@@ -54,6 +54,19 @@ def test_summary():
     assert summary["mean_abs_win_prob_error"] == pytest.approx(
         np.mean([0.2, 0.2, 0.4, 0.4, 0.0, 0.0])
     )
+    # The second board's first choice (0.8) is worth 0.4 against the best move's 0.6.
+    assert summary["mean_regret"] == pytest.approx(0.2 / 3)
+    assert summary["blunder_share"] == pytest.approx(0.0)  # 0.2 is not over BLUNDER_REGRET
+
+
+def test_regret_of_the_first_choice():
+    truth = np.array([0.9, 0.2, 0.9, 0.6])
+    assert regret(np.array([0.1, 0.0, 0.8, 0.3]), truth) == 0.0  # a tie for the best
+    assert regret(np.array([0.1, 0.0, 0.2, 0.3]), truth) == pytest.approx(0.3)
+    assert regret(np.array([0.1, 0.9, 0.2, 0.3]), truth) == pytest.approx(0.7)
+    blunder = summarize([np.array([0.1, 0.9]), np.array([0.9, 0.1])], [truth[:2], truth[:2]])
+    assert blunder["blunder_share"] == pytest.approx(0.5) and 0.7 > BLUNDER_REGRET
+    assert blunder["mean_regret"] == pytest.approx(0.35)
 
 
 def test_shape_mismatch_is_an_error():
