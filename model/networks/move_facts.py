@@ -395,5 +395,57 @@ def en_prise(board: chess.Board, square: chess.Square) -> bool:
 
 
 def hanging_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]:
-    """`hanging_class` of each of `moves` (legal on `board`)."""
-    return [hanging_class(board, move) for move in moves]
+    """`hanging_class` of each of `moves` (legal on `board`), read off the bitboards without
+    playing them. Only the square a move leaves opens lines, so after it the opponent attacks
+    only pieces it attacked before and pieces on a line through that square; each of those
+    asks who attacks and defends it with the moved piece on its target (a piece captured there
+    attacks nothing). Castling, en passant and promotions, which are rare, take
+    `hanging_class`."""
+    mover, side = board.turn, not board.turn
+    mine, theirs = board.occupied_co[mover], board.occupied_co[side]
+    occupied = board.occupied
+    others = mine & ~board.kings
+    attacked = 0  # the mover's pieces the opponent attacks now
+    for square in chess.scan_forward(others):
+        if board.attackers_mask(side, square):
+            attacked |= chess.BB_SQUARES[square]
+    values = {
+        square: PIECE_VALUES[board.piece_type_at(square)] for square in chess.scan_forward(others)
+    }
+    classes = []
+    for move in moves:
+        origin, target = move.from_square, move.to_square
+        piece = board.piece_type_at(origin)
+        if is_rare_move(board, move, piece):
+            classes.append(hanging_class(board, move))
+            continue
+        lines = (
+            chess.BB_DIAG_ATTACKS[origin][0]
+            | chess.BB_RANK_ATTACKS[origin][0]
+            | chess.BB_FILE_ATTACKS[origin][0]
+        )
+        candidates = (attacked | lines & others) & ~chess.BB_SQUARES[origin]
+        if not candidates:
+            classes.append(HANGING_NONE)
+            continue
+        after = occupied & ~chess.BB_SQUARES[origin] | chess.BB_SQUARES[target]
+        enemies = theirs & ~chess.BB_SQUARES[target]
+        defenders_mask = mine & ~chess.BB_SQUARES[origin]
+        moved_attacks = _attacks_from(piece, mover, target, after)
+        worst = 0
+        for square in chess.scan_forward(candidates):
+            value = values[square]
+            if value <= worst:
+                continue
+            attackers = board.attackers_mask(side, square, after) & enemies
+            if not attackers:
+                continue
+            if (
+                not moved_attacks >> square & 1
+                and not board.attackers_mask(mover, square, after) & defenders_mask
+            ) or any(
+                PIECE_VALUES[board.piece_type_at(a)] < value for a in chess.scan_forward(attackers)
+            ):
+                worst = value
+        classes.append(_HANGING_OF_VALUE[worst])
+    return classes
