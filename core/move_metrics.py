@@ -2,9 +2,9 @@
 and the regret of the first choice: the win probability it gives up against the best move, which
 a game punishes where accuracy counts a near-best move as a miss.
 
-Pure functions on arrays, shared by the trainer's periodic evaluation and `eval.metrics`, so
-both judge a model by one rule. Values are win probabilities from the side to move's view,
-one per legal move.
+Pure functions on arrays, shared by the trainer's periodic evaluation (accuracy and tau) and
+`eval.metrics` (all of them), so both judge a model by one rule. Values are win probabilities
+from the side to move's view, one per legal move.
 """
 
 from __future__ import annotations

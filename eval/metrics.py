@@ -109,8 +109,9 @@ def score_rows(predictor, rows: list[dict]) -> tuple[list[np.ndarray], np.ndarra
 def evaluate_checkpoint(
     predictor, rows: list[dict], chunk_boards: int = 64, show_progress: bool = True
 ) -> dict:
-    """Action accuracy, Kendall's tau, mean |win-prob error| and log-loss over `rows`
-    (dicts with the columns of core.schema; `moves` in action-space order). Boards
+    """Action accuracy, Kendall's tau, mean regret, blunder share, mean |win-prob error| and
+    log-loss over `rows` (dicts with the columns of core.schema; `moves` in action-space
+    order). Boards
     without legal moves are left out, and so are partial boards (only some moves valued):
     accuracy and tau compare every legal move."""
     predicted, truth = [], []
@@ -147,8 +148,9 @@ def evaluate_checkpoint(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m eval.metrics",
-        description="Action accuracy (ties count), Kendall's tau, log-loss and mean absolute "
-        "win-probability error of a checkpoint on annotated test boards; JSON out.",
+        description="Action accuracy (ties count), Kendall's tau, the first choice's mean regret "
+        "and blunder share, log-loss and mean absolute win-probability error of a checkpoint on "
+        "annotated test boards; JSON out.",
     )
     parser.add_argument("--checkpoint", required=True, help="run dir or one checkpoint's dir")
     parser.add_argument("--data", required=True, help="annotated Parquet: file, shard dir, glob")

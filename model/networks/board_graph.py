@@ -17,7 +17,7 @@ Edges of one board, in this order:
 
 An edge's static features are one integer `kind` = geometry + GEOMETRIES * (promotion +
 PROMOTIONS * (edge type + len(EDGE_TYPES) * (check + 2 * (exchange + 3 * (threat + 3 *
-(flights + 3 * hanging))))))): the
+(flights + 3 * hanging)))))): the
 geometry is the
 displacement seen from the side to move (8 queen directions x 7 distances, then 8 knight
 jumps), promotion 0 none, 1-4 q r b n, type 0 a move, 1 an attack of the side to move, 2 an
@@ -176,7 +176,8 @@ def kind_flights(kind):
 def kind_hanging(kind):
     """The class of what a packed kind's move leaves hanging (model/networks/move_facts.py), 0
     for an attack edge (padding: mask it)."""
-    return kind // (2 * EXCHANGE_CLASSES * THREAT_CLASSES * FLIGHT_CLASSES * _STATIC_KINDS)
+    step = 2 * EXCHANGE_CLASSES * THREAT_CLASSES * FLIGHT_CLASSES * _STATIC_KINDS
+    return (kind // step) % HANGING_CLASSES
 
 
 def move_edge(action: int, black_to_move: bool) -> tuple[int, int, int]:

@@ -16,7 +16,6 @@ QUEEN_ATTACKED = "r1bqkb1r/pppp1ppp/8/3n2B1/4p3/2P2N2/PP3PPP/R2QKB1R b KQkq - 1 
 KINDS = [
     # (FEN, the blunder, the reply, mate found, kind)
     (QUEEN_ATTACKED, "e4f3", "g5d8", False, "threat ignored"),
-    (QUEEN_ATTACKED, "d8e7", "d1d5", False, "threat ignored"),  # the knight was hanging too
     (QUEEN_ATTACKED, "a7a6", "g5d8", True, "allows mate"),  # the engine's word decides
     ("4k3/8/8/8/8/2n5/8/R3K3 w - - 0 1", "a1a3", "c3b1", False, "quiet"),
     ("4k3/8/8/8/8/2n5/8/R3K3 w - - 0 1", "a1a4", "c3a4", False, "moved piece lost"),
@@ -24,6 +23,8 @@ KINDS = [
     ("4k3/1q6/8/8/8/8/1B6/1R2K3 w - - 0 1", "b1c1", "b7b2", False, "piece exposed"),
     ("4k3/1q6/8/8/8/8/1B6/1R2K3 w - - 0 1", "e1d2", "b7b5", False, "quiet"),
     ("4k3/1q6/8/8/8/8/1B6/1R2K3 w - - 0 1", "e1f2", "b7f3", False, "check"),
+    # En passant takes the pawn that just moved.
+    ("4k3/3p4/8/4P3/8/8/8/4K3 b - - 0 1", "d7d5", "e5d6", False, "moved piece lost"),
 ]
 
 
@@ -76,12 +77,57 @@ def test_bad_input_gets_one_line(tmp_path, capsys):
     games = tmp_path / "games.pgn"
     games.write_text(GAMES)
     assert main(["--games", str(tmp_path / "none.pgn"), "--player", "x"]) == 1
-    assert "no such file" in capsys.readouterr().err
+    assert "no such file" in capsys.readouterr().err.lower()
     assert main(["--games", str(games), "--player", "nobody"]) == 1
     err = capsys.readouterr().err
     assert "no game of a player named 'nobody'" in err and "Traceback" not in err
+    assert main(["--games", str(tmp_path), "--player", "careless"]) == 1  # a directory
+    assert "--games" in capsys.readouterr().err
     (tmp_path / "taken").mkdir()
     assert (
         main(["--games", str(games), "--player", "careless", "--out", str(tmp_path / "taken")]) == 1
     )
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_a_game_that_cannot_be_replayed_is_one_line_and_left_out(tmp_path, stockfish, capsys):
+    games = tmp_path / "games.pgn"
+    games.write_text(GAMES + '\n[White "careless"]\n[Black "x"]\n\n1. e4 e5 2. Ke3 *\n')
+    out = tmp_path / "blunders.json"
+    args = ["--games", str(games), "--player", "careless", "--from-move", "1", "--quiet"]
+    assert main([*args, "--nodes", "2000", "--out", str(out), "--engine", stockfish]) == 0
+    err = capsys.readouterr().err
+    assert "game 3: skipped:" in err and "Ke3" in err and "Traceback" not in err
+    result = json.loads(out.read_text())
+    assert result["games_played"] == 2 and len(result["skipped"]) == 1
+
+
+def test_a_draw_is_judged_by_its_result(tmp_path, stockfish):
+    # Black, a rook down, repeats until the third time is a draw: the best it can do.
+    games = tmp_path / "games.pgn"
+    games.write_text(
+        '[White "strong"]\n[Black "defender"]\n[FEN "6kr/8/8/8/8/8/5PPP/3Q2K1 w - - 0 30"]\n'
+        '[SetUp "1"]\n\n30. Kh1 Kh7 31. Kg1 Kg8 32. Kh1 Kh7 33. Kg1 Kg8 1/2-1/2\n'
+    )
+    out = tmp_path / "blunders.json"
+    args = ["--games", str(games), "--player", "defender", "--from-move", "1", "--quiet"]
+    assert main([*args, "--nodes", "5000", "--out", str(out), "--engine", stockfish]) == 0
+    result = json.loads(out.read_text())
+    assert result["moves_judged"] == 4 and result["blunders"] == 0, result["records"]
+    # Stalemating a lone king throws the win away: a blunder of the kind `draw`.
+    games.write_text(
+        '[White "careless"]\n[Black "lone"]\n[FEN "7k/8/6K1/8/8/8/8/5Q2 w - - 0 1"]\n'
+        '[SetUp "1"]\n\n1. Qf7 1/2-1/2\n'
+    )
+    args = ["--games", str(games), "--player", "careless", "--from-move", "1", "--quiet"]
+    assert main([*args, "--nodes", "5000", "--out", str(out), "--engine", stockfish]) == 0
+    (record,) = json.loads(out.read_text())["records"]
+    assert record["kind"] == "draw" and record["after"] == 0.5 and record["before"] > 0.9
+
+
+def test_a_program_that_is_not_an_engine_is_one_line(tmp_path, capsys):
+    games = tmp_path / "games.pgn"
+    games.write_text(GAMES)
+    assert main(["--games", str(games), "--player", "careless", "--engine", "/bin/true"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().startswith("error: engine /bin/true") and "Traceback" not in err

@@ -25,15 +25,15 @@ from tests.model.random_boards import random_boards
 
 # The bishop on g5 attacks Black's queen on d8; the knight on d5 stands on the white queen's
 # file with nothing defending it.
-PINNED_QUEEN = "r1bqkb1r/pppp1ppp/8/3n2B1/4p3/2P2N2/PP3PPP/R2QKB1R b KQkq - 1 9"
+QUEEN_ATTACKED = "r1bqkb1r/pppp1ppp/8/3n2B1/4p3/2P2N2/PP3PPP/R2QKB1R b KQkq - 1 9"
 
 CASES = [
     # (FEN, move, class)
-    (PINNED_QUEEN, "e4f3", HANGING_QUEEN),  # takes a knight, leaves the queen to the bishop
-    (PINNED_QUEEN, "d8g5", HANGING_NONE),  # takes the attacker; the queen defends d5 on rank 5
-    (PINNED_QUEEN, "d5f6", HANGING_NONE),  # the knight moves off the file and blocks the line
-    (PINNED_QUEEN, "d8e7", HANGING_MINOR),  # the queen escapes; the knight stays loose
-    (PINNED_QUEEN, "a7a6", HANGING_QUEEN),  # ignores both
+    (QUEEN_ATTACKED, "e4f3", HANGING_QUEEN),  # takes a knight, leaves the queen to the bishop
+    (QUEEN_ATTACKED, "d8g5", HANGING_NONE),  # takes the attacker; the queen defends d5 on rank 5
+    (QUEEN_ATTACKED, "d5f6", HANGING_NONE),  # the knight moves off the file and blocks the line
+    (QUEEN_ATTACKED, "d8e7", HANGING_MINOR),  # the moved queen is the exchange's; the knight
+    (QUEEN_ATTACKED, "a7a6", HANGING_QUEEN),  # ignores both
     # A rook attacked by a knight is en prise though defended: the attacker is cheaper.
     ("4k3/8/8/4n3/8/5R2/8/5RK1 w - - 0 1", "g1h1", HANGING_ROOK),
     ("4k3/8/8/4n3/8/5R2/8/5RK1 w - - 0 1", "f3f4", HANGING_NONE),
@@ -72,7 +72,7 @@ def test_reading_the_bitboards_agrees_with_playing_the_moves():
 
 
 def test_the_networks_read_it_only_when_asked():
-    board = chess.Board(PINNED_QUEEN)
+    board = chess.Board(QUEEN_ATTACKED)
     graphs = board_graph.encode_boards([board])
     moves = graphs.num_moves[0]
     kinds = graphs.kinds[:moves].astype(np.int64)
