@@ -11,7 +11,8 @@ BLUNDER_REGRET by default) is a blunder, and the engine's best reply on the boar
 says what kind:
 
 - `allows mate`: the reply starts a forced mate;
-- `draw`: the move ends the game drawn (stalemate, a repetition or the fifty moves);
+- `draw`: the move ends the game drawn (core.game_end: stalemate, too little material, a
+  repetition or the fifty moves);
 - `moved piece lost`: the reply takes the piece that just moved;
 - `threat ignored`: it takes another piece that stood en prise before the move (attacked by a
   cheaper piece, or attacked and undefended: model/networks/move_facts.py), which the move did
@@ -42,6 +43,7 @@ import chess.engine
 import chess.pgn
 
 from core.engine_path import EngineNotFoundError, find_engine
+from core.game_end import terminal_value
 from core.move_metrics import BLUNDER_REGRET
 from core.values import win_probability
 from model.networks.move_facts import en_prise
@@ -131,15 +133,6 @@ def _player_colour(game: chess.pgn.Game, player: str) -> chess.Color | None:
     return None
 
 
-def _ended(board: chess.Board, colour: chess.Color) -> float | None:
-    """The player's result where the game is over on `board` (a draw that can be claimed
-    included), else None."""
-    outcome = board.outcome(claim_draw=True)
-    if outcome is None:
-        return None
-    return 0.5 if outcome.winner is None else float(outcome.winner == colour)
-
-
 def find_blunders(
     games: list[PlayerGame],
     engine: chess.engine.SimpleEngine,
@@ -170,9 +163,9 @@ def find_blunders(
                 after = board.copy()  # with its history: a repetition is a draw
                 after.push(move)
                 before, _ = value(board, colour)
-                ended = _ended(after, colour)
+                ended = terminal_value(after)  # the opponent's, who is to move
                 if ended is not None:
-                    after_value, reply, kind = ended, "", "draw"
+                    after_value, reply, kind = 1.0 - ended, "", "draw"
                 else:
                     after_value, info = value(after, colour)
                     pv = info.get("pv") or []
