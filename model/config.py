@@ -113,6 +113,11 @@ class ModelConfig:
     """gateau, squares: a move edge also embeds the most valuable of the mover's other pieces
     it leaves en prise (none, a pawn, a minor piece, a rook, a queen: a threat on the board
     answered or ignored; model/networks/move_facts.py), read off the board."""
+    move_exposure: bool = False
+    """gateau, squares: a move edge also embeds the checks the opponent could give the mover's
+    king once the move is on the board (none, onto guarded squares only, a safe check, a safe
+    check with the king boxed in: the mate's shape; model/networks/move_facts.py), read off the
+    board."""
     policy_value: bool = False
     """gateau, squares with target bc: a value head beside the policy on the same trunk, trained
     on each board's state win probability (train.value_weight x its cross-entropy over
@@ -381,6 +386,10 @@ def validate(config: Config, check_data: bool = True) -> Config:
     if m.move_hanging and m.backbone not in GRAPH_BACKBONES:
         raise ConfigError(
             f"model.move_hanging is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
+        )
+    if m.move_exposure and m.backbone not in GRAPH_BACKBONES:
+        raise ConfigError(
+            f"model.move_exposure is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
         )
     if m.policy_value and (m.backbone not in GRAPH_BACKBONES or t.target != "bc"):
         raise ConfigError(

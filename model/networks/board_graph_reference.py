@@ -15,6 +15,7 @@ from model.networks.board_graph import (
     _ACTION_BY_MOVE,
     _CHECK_BIT,
     _EXCHANGE_STEP,
+    _EXPOSURE_STEP,
     _FLIGHTS_STEP,
     _GEOMETRY_OF,
     _HANGING_STEP,
@@ -30,7 +31,13 @@ from model.networks.board_graph import (
     checking_moves,
     encode_boards,
 )
-from model.networks.move_facts import exchange_class, flight_class, hanging_class, threat_class
+from model.networks.move_facts import (
+    exchange_class,
+    exposure_class,
+    flight_class,
+    hanging_class,
+    threat_class,
+)
 
 
 def reference_board_edges(
@@ -48,7 +55,8 @@ def reference_board_edges(
             + _EXCHANGE_STEP * exchange_class(board, move)
             + _THREAT_STEP * threat_class(board, move)
             + _FLIGHTS_STEP * flight_class(board, move)
-            + _HANGING_STEP * hanging_class(board, move),
+            + _HANGING_STEP * hanging_class(board, move)
+            + _EXPOSURE_STEP * exposure_class(board, move),
         )
         for move, check in zip(legal, checking_moves(board, legal), strict=True)
     )

@@ -31,11 +31,21 @@ A piece already attacked stays hanging unless the move saves it (moves it away, 
 blocks the line, takes the attacker), so the fact tells the moves that answer a threat already
 on the board from those that ignore it. None, a pawn, a knight or bishop, a rook, a queen. Pins
 are not considered, nor any reply.
+
+What a move exposes its own king to is the opponent's checks once it is on the board, as a
+static king-danger term reads them (Stockfish's classical evaluation counts "safe checks" the
+same way): the squares from which an enemy knight, bishop, rook or queen would attack the
+mover's king and that such a piece attacks now. A check square is safe for the opponent when
+none of the mover's pieces other than the king guards it and, next to the king, another enemy
+piece defends it. None; checks onto guarded squares only; a safe check; a safe check with the
+king boxed in (each square next to it holds its own piece, is attacked, or is seen by the
+checking piece from its check square: the mate's shape).
+Pawn checks, discovered checks, blocks and pins are not considered, and no check is played.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import chess
 
@@ -56,6 +66,9 @@ FLIGHT_CLASSES = 3
 # The most valuable of the mover's other pieces left en prise by the move, as a class.
 HANGING_NONE, HANGING_PAWN, HANGING_MINOR, HANGING_ROOK, HANGING_QUEEN = range(5)
 HANGING_CLASSES = 5
+# The opponent's checks once the move is on the board, as a class.
+EXPOSURE_NONE, EXPOSURE_GUARDED, EXPOSURE_SAFE, EXPOSURE_BOXED = range(4)
+EXPOSURE_CLASSES = 4
 _HANGING_OF_VALUE = {
     0: HANGING_NONE,
     1: HANGING_PAWN,
@@ -448,4 +461,136 @@ def hanging_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int
             ):
                 worst = value
         classes.append(_HANGING_OF_VALUE[worst])
+    return classes
+
+
+def exposure_class(board: chess.Board, move: chess.Move) -> int:
+    """EXPOSURE_NONE to EXPOSURE_BOXED: the checks the opponent could give the mover's king once
+    `move` (legal on `board`) is played, found by playing it. A check square is one from which
+    an enemy knight, bishop, rook or queen would attack the king, that holds no enemy piece,
+    and that such an enemy piece attacks; it is safe unless one of the mover's pieces other
+    than the king guards it or, next to the king, no second enemy piece defends it. The king is
+    boxed in when each square next to it holds one of its pieces, or is attacked by the enemy
+    (the king taken off the board) or by the checking piece from its check square."""
+    mover, side = board.turn, not board.turn
+    after = board.copy(stack=False)
+    after.push(move)
+    king = after.king(mover)
+    if king is None:
+        return EXPOSURE_NONE
+    occupied = after.occupied
+    checks = []
+    for piece in _CHECKERS:
+        check_squares = _attacks_from(piece, mover, king, occupied)
+        reach = 0
+        for square in chess.scan_forward(after.pieces_mask(piece, side)):
+            reach |= after.attacks_mask(square) & check_squares
+        checks.append((piece, reach & ~after.occupied_co[side]))
+    guards = after.occupied_co[mover] & ~after.kings
+    kingless = occupied & ~chess.BB_SQUARES[king]
+    free = 0
+    for square in chess.scan_forward(chess.BB_KING_ATTACKS[king] & ~after.occupied_co[mover]):
+        if not after.attackers_mask(side, square, kingless):
+            free |= chess.BB_SQUARES[square]
+    return _exposure(
+        checks,
+        lambda square: bool(after.attackers_mask(mover, square) & guards),
+        lambda square: chess.popcount(after.attackers_mask(side, square)),
+        king,
+        free,
+        kingless,
+        side,
+    )
+
+
+# The pieces whose checks count: a pawn's check is rarely a danger, the king gives none.
+_CHECKERS = (chess.KNIGHT, chess.BISHOP, chess.ROOK, chess.QUEEN)
+
+
+def _exposure(
+    checks: Sequence[tuple[chess.PieceType, int]],
+    guarded: Callable[[chess.Square], bool],
+    defenders: Callable[[chess.Square], int],
+    king: chess.Square,
+    free: int,
+    kingless: int,
+    side: chess.Color,
+) -> int:
+    """The exposure class from each checking piece type's reachable check squares, whether the
+    mover guards a square, how many enemy pieces attack it, and the king's free squares."""
+    if not any(squares for _, squares in checks):
+        return EXPOSURE_NONE
+    near = chess.BB_KING_ATTACKS[king]
+    safe = {}  # square -> whether a check there is safe, asked once
+    exposure = EXPOSURE_GUARDED
+    for piece, squares in checks:
+        for square in chess.scan_forward(squares):
+            if square not in safe:
+                safe[square] = not guarded(square) and not (
+                    near >> square & 1 and defenders(square) < 2
+                )
+            if not safe[square]:
+                continue
+            if not free & ~_attacks_from(piece, side, square, kingless):
+                return EXPOSURE_BOXED
+            exposure = EXPOSURE_SAFE
+    return exposure
+
+
+def exposure_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]:
+    """`exposure_class` of each of `moves` (legal on `board`), read off the bitboards without
+    playing them: the king's lines and the enemy pieces' attacks with the moved piece on its
+    target (a piece captured there attacks nothing and guards nothing). Castling, en passant
+    and promotions, which are rare, take `exposure_class`."""
+    mover, side = board.turn, not board.turn
+    home = board.king(mover)
+    if home is None:
+        return [EXPOSURE_NONE] * len(moves)
+    mine, theirs = board.occupied_co[mover], board.occupied_co[side]
+    occupied = board.occupied
+    pieces = [(piece, board.pieces_mask(piece, side)) for piece in _CHECKERS]
+    classes = []
+    for move in moves:
+        origin, target = move.from_square, move.to_square
+        piece = board.piece_type_at(origin)
+        if is_rare_move(board, move, piece):
+            classes.append(exposure_class(board, move))
+            continue
+        gone = ~chess.BB_SQUARES[target]
+        enemies = theirs & gone
+        after = occupied & ~chess.BB_SQUARES[origin] | chess.BB_SQUARES[target]
+        king = target if piece == chess.KING else home
+        checks = []
+        for checker, where in pieces:
+            check_squares = _attacks_from(checker, mover, king, after)
+            reach = 0
+            for square in chess.scan_forward(where & gone):
+                reach |= _attacks_from(checker, side, square, after) & check_squares
+            checks.append((checker, reach & ~enemies))
+        if not any(squares for _, squares in checks):
+            classes.append(EXPOSURE_NONE)
+            continue
+        guards = mine & ~board.kings & ~chess.BB_SQUARES[origin]
+        moved = 0 if piece == chess.KING else _attacks_from(piece, mover, target, after)
+        mine_after = mine & ~chess.BB_SQUARES[origin] | chess.BB_SQUARES[target]
+        kingless = after & ~chess.BB_SQUARES[king]
+        free = 0
+        for square in chess.scan_forward(chess.BB_KING_ATTACKS[king] & ~mine_after):
+            if not board.attackers_mask(side, square, kingless) & enemies:
+                free |= chess.BB_SQUARES[square]
+        classes.append(
+            _exposure(
+                checks,
+                lambda square, after=after, guards=guards, moved=moved: bool(
+                    moved >> square & 1 or board.attackers_mask(mover, square, after) & guards
+                ),
+                lambda square, after=after, enemies=enemies: chess.popcount(
+                    board.attackers_mask(side, square, after) & enemies
+                ),
+                king,
+                free,
+                kingless,
+                side,
+            )
+        )
     return classes

@@ -154,6 +154,10 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
         target_ = target_ + small_embed(board_graph.HANGING_CLASSES, width, "hanging_embed")(
             board_graph.kind_hanging(packed)
         )
+    if model.move_exposure:
+        target_ = target_ + small_embed(board_graph.EXPOSURE_CLASSES, width, "exposure_embed")(
+            board_graph.kind_exposure(packed)
+        )
     if kind.value_head:  # a value per move edge
         edges = origin + target_ + hk.Linear(width, name="board_to_edges")(board)[:, None, :]
         logits = mlp(
