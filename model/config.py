@@ -43,6 +43,15 @@ RENAMED_KEYS = {"train": {"compute_dtype": "dtype"}}
 # square-token transformer of model/networks/squares.py.
 GRAPH_BACKBONES = ("gateau", "squares")
 BACKBONES = ("transformer", *GRAPH_BACKBONES)
+# The facts of a move the graph backbones' move edges may be told (ModelConfig's flags).
+MOVE_FACTS = (
+    "move_checks",
+    "move_exchanges",
+    "move_threats",
+    "move_flights",
+    "move_hanging",
+    "move_king_danger",
+)
 
 # One embedding table serves board tokens and actions (the 31 board tokens are a subset of
 # the 1968 action ids), as in the paper's code; this is what makes the 9M count 8,954,240.
@@ -113,7 +122,7 @@ class ModelConfig:
     """gateau, squares: a move edge also embeds the most valuable of the mover's other pieces
     it leaves en prise (none, a pawn, a minor piece, a rook, a queen: a threat on the board
     answered or ignored; model/networks/move_facts.py), read off the board."""
-    move_exposure: bool = False
+    move_king_danger: bool = False
     """gateau, squares: a move edge also embeds the checks the opponent could give the mover's
     king once the move is on the board (none, onto guarded squares only, a safe check, a safe
     check with the king boxed in: the mate's shape; model/networks/move_facts.py), read off the
@@ -366,31 +375,11 @@ def validate(config: Config, check_data: bool = True) -> Config:
     m, t, d = config.model, config.train, config.data
     if m.backbone not in BACKBONES:
         raise ConfigError(f"model.backbone {m.backbone!r} is not one of {list(BACKBONES)}")
-    if m.move_checks and m.backbone not in GRAPH_BACKBONES:
-        raise ConfigError(
-            f"model.move_checks is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
-        )
-    if m.move_exchanges and m.backbone not in GRAPH_BACKBONES:
-        raise ConfigError(
-            "model.move_exchanges is a feature of the move edges of "
-            f"{' and '.join(GRAPH_BACKBONES)}"
-        )
-    if m.move_threats and m.backbone not in GRAPH_BACKBONES:
-        raise ConfigError(
-            f"model.move_threats is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
-        )
-    if m.move_flights and m.backbone not in GRAPH_BACKBONES:
-        raise ConfigError(
-            f"model.move_flights is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
-        )
-    if m.move_hanging and m.backbone not in GRAPH_BACKBONES:
-        raise ConfigError(
-            f"model.move_hanging is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
-        )
-    if m.move_exposure and m.backbone not in GRAPH_BACKBONES:
-        raise ConfigError(
-            f"model.move_exposure is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
-        )
+    for fact in MOVE_FACTS:
+        if getattr(m, fact) and m.backbone not in GRAPH_BACKBONES:
+            raise ConfigError(
+                f"model.{fact} is a feature of the move edges of {' and '.join(GRAPH_BACKBONES)}"
+            )
     if m.policy_value and (m.backbone not in GRAPH_BACKBONES or t.target != "bc"):
         raise ConfigError(
             "model.policy_value is a value head beside the BC policy of "

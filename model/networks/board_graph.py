@@ -17,7 +17,7 @@ Edges of one board, in this order:
 
 An edge's static features are one integer `kind` = geometry + GEOMETRIES * (promotion +
 PROMOTIONS * (edge type + len(EDGE_TYPES) * (check + 2 * (exchange + 3 * (threat + 3 *
-(flights + 3 * (hanging + 5 * exposure))))))): the
+(flights + 3 * (hanging + 5 * danger))))))): the
 geometry is the
 displacement seen from the side to move (8 queen directions x 7 distances, then 8 knight
 jumps), promotion 0 none, 1-4 q r b n, type 0 a move, 1 an attack of the side to move, 2 an
@@ -27,13 +27,13 @@ material, 2 it wins), threat how many enemy pieces the move newly attacks with g
 more: model/networks/move_facts.py), flights how many squares the enemy king could step to
 once the move is on the board (0, 1, 2 and more), hanging the most valuable of the mover's
 other pieces it leaves en prise (0 none, 1 a pawn, 2 a knight or bishop, 3 a rook, 4 a queen),
-exposure the checks the opponent could give the mover's king once the move is on the board (0
+danger the checks the opponent could give the mover's king once the move is on the board (0
 none, 1 onto guarded squares only, 2 a safe check, 3 a safe check with the king boxed in).
 These are facts of the board, as a move's legality is: no move is searched to find them
 (`checking_moves`, `move_facts.exchange_classes`, `threat_classes`, `flight_classes`,
-`hanging_classes`, `exposure_classes`); attack edges have none. Padding is -1. A network reads
+`hanging_classes`, `danger_classes`); attack edges have none. Padding is -1. A network reads
 each only if its config asks for it (`model.move_checks`, `model.move_exchanges`,
-`model.move_threats`, `model.move_flights`, `model.move_hanging`, `model.move_exposure`),
+`model.move_threats`, `model.move_flights`, `model.move_hanging`, `model.move_king_danger`),
 so the models trained before one was there see the kinds they were trained on.
 
 The edge table (`EDGE_FROM`, `EDGE_TO`, `EDGE_PROMOTION`, `EDGE_GEOMETRY`, and back,
@@ -52,13 +52,13 @@ import numpy as np
 
 from core.actions import ACTIONS, NUM_ACTIONS
 from model.networks.move_facts import (
+    DANGER_CLASSES,
     EXCHANGE_CLASSES,
-    EXPOSURE_CLASSES,
     FLIGHT_CLASSES,
     HANGING_CLASSES,
     THREAT_CLASSES,
+    danger_classes,
     exchange_classes,
-    exposure_classes,
     flight_classes,
     hanging_classes,
     is_rare_move,
@@ -79,7 +79,7 @@ _KNIGHT_JUMPS = ((1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1), 
 GEOMETRIES = len(_QUEEN_DIRECTIONS) * 7 + len(_KNIGHT_JUMPS)  # 64
 _STATIC_KINDS = GEOMETRIES * PROMOTIONS * len(EDGE_TYPES)
 # * 2: the check bit; * EXCHANGE_CLASSES: the static exchange's sign; * THREAT_CLASSES;
-# * FLIGHT_CLASSES; * HANGING_CLASSES; * EXPOSURE_CLASSES. Past int16's range: kinds are int32.
+# * FLIGHT_CLASSES; * HANGING_CLASSES; * DANGER_CLASSES. Past int16's range: kinds are int32.
 NUM_EDGE_KINDS = (
     _STATIC_KINDS
     * 2
@@ -87,7 +87,7 @@ NUM_EDGE_KINDS = (
     * THREAT_CLASSES
     * FLIGHT_CLASSES
     * HANGING_CLASSES
-    * EXPOSURE_CLASSES
+    * DANGER_CLASSES
 )
 
 
@@ -146,10 +146,10 @@ def edge_kind(
     threat=0,
     flights=0,
     hanging=0,
-    exposure=0,
+    danger=0,
 ):
     """The packed static feature of an edge (numpy or JAX integers alike)."""
-    hanging = hanging + HANGING_CLASSES * exposure
+    hanging = hanging + HANGING_CLASSES * danger
     facts = check + 2 * (
         exchange
         + EXCHANGE_CLASSES * (threat + THREAT_CLASSES * (flights + FLIGHT_CLASSES * hanging))
@@ -198,11 +198,11 @@ def kind_hanging(kind):
     return (kind // step) % HANGING_CLASSES
 
 
-def kind_exposure(kind):
-    """The class of the checks a packed kind's move exposes its own king to
+def kind_danger(kind):
+    """The king-danger class (the opponent's checks) a packed kind's move leaves its own king in
     (model/networks/move_facts.py), 0 for an attack edge (padding: mask it)."""
     step = 2 * EXCHANGE_CLASSES * THREAT_CLASSES * FLIGHT_CLASSES * HANGING_CLASSES
-    return (kind // (step * _STATIC_KINDS)) % EXPOSURE_CLASSES
+    return (kind // (step * _STATIC_KINDS)) % DANGER_CLASSES
 
 
 def move_edge(action: int, black_to_move: bool) -> tuple[int, int, int]:
@@ -309,7 +309,7 @@ _EXCHANGE_STEP = int(edge_kind(0, 0, 0, 0, 1))
 _THREAT_STEP = int(edge_kind(0, 0, 0, 0, 0, 1))
 _FLIGHTS_STEP = int(edge_kind(0, 0, 0, 0, 0, 0, 1))
 _HANGING_STEP = int(edge_kind(0, 0, 0, 0, 0, 0, 0, 1))
-_EXPOSURE_STEP = int(edge_kind(0, 0, 0, 0, 0, 0, 0, 0, 1))
+_DANGER_STEP = int(edge_kind(0, 0, 0, 0, 0, 0, 0, 0, 1))
 
 
 def checking_moves(board: chess.Board, moves: Sequence[chess.Move]) -> list[bool]:
@@ -388,11 +388,11 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
     threats = threat_classes(board, legal)
     flights = flight_classes(board, legal)
     hangings = hanging_classes(board, legal)
-    exposures = exposure_classes(board, legal)
+    dangers = danger_classes(board, legal)
     facts = {}
     moved = {}  # origin -> the move targets from it, as a bitboard
-    for move, check, exchange, threat, flight, hanging, exposure in zip(
-        legal, checks, exchanges, threats, flights, hangings, exposures, strict=True
+    for move, check, exchange, threat, flight, hanging, danger in zip(
+        legal, checks, exchanges, threats, flights, hangings, dangers, strict=True
     ):
         origin, target = move.from_square, move.to_square
         moved[origin] = moved.get(origin, 0) | 1 << target
@@ -403,7 +403,7 @@ def board_edges(board: chess.Board) -> tuple[list[int], list[int], list[int], li
             + _THREAT_STEP * threat
             + _FLIGHTS_STEP * flight
             + _HANGING_STEP * hanging
-            + _EXPOSURE_STEP * exposure
+            + _DANGER_STEP * danger
         )
     actions = sorted(facts)
     senders, receivers, kinds = [], [], []

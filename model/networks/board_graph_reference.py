@@ -14,8 +14,8 @@ import chess
 from model.networks.board_graph import (
     _ACTION_BY_MOVE,
     _CHECK_BIT,
+    _DANGER_STEP,
     _EXCHANGE_STEP,
-    _EXPOSURE_STEP,
     _FLIGHTS_STEP,
     _GEOMETRY_OF,
     _HANGING_STEP,
@@ -32,8 +32,8 @@ from model.networks.board_graph import (
     encode_boards,
 )
 from model.networks.move_facts import (
+    danger_class,
     exchange_class,
-    exposure_class,
     flight_class,
     hanging_class,
     threat_class,
@@ -56,7 +56,7 @@ def reference_board_edges(
             + _THREAT_STEP * threat_class(board, move)
             + _FLIGHTS_STEP * flight_class(board, move)
             + _HANGING_STEP * hanging_class(board, move)
-            + _EXPOSURE_STEP * exposure_class(board, move),
+            + _DANGER_STEP * danger_class(board, move),
         )
         for move, check in zip(legal, checking_moves(board, legal), strict=True)
     )

@@ -13,7 +13,7 @@ Inputs: the 77 board tokens (B, 77) and the board's edges (model/networks/board_
   its static exchange's sign, with `model.move_threats` of what it newly attacks with gain, and
   with `model.move_flights` of how many squares the enemy king has once it is played, and
   with `model.move_hanging` of the most valuable of its own pieces it leaves en prise, and
-  with `model.move_exposure` of the checks it leaves the opponent against its own king.
+  with `model.move_king_danger` of the checks it leaves the opponent against its own king.
 - L GATEAU layers. As in AlphaGateau, an edge's feature is updated from its sender and
   receiver (e += A h[sender] + B h[receiver]), the attention coefficient of an edge is a
   function of its feature (leaky ReLU, then one logit per head), normalised over the edges
@@ -128,9 +128,9 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
         e = e + small_embed(board_graph.HANGING_CLASSES, width, "hanging_embed")(
             board_graph.kind_hanging(packed)
         )
-    if model.move_exposure:
-        e = e + small_embed(board_graph.EXPOSURE_CLASSES, width, "exposure_embed")(
-            board_graph.kind_exposure(packed)
+    if model.move_king_danger:
+        e = e + small_embed(board_graph.DANGER_CLASSES, width, "danger_embed")(
+            board_graph.kind_danger(packed)
         )
     e = jnp.where(valid[..., None], e, 0.0)
 

@@ -32,7 +32,7 @@ blocks the line, takes the attacker), so the fact tells the moves that answer a 
 on the board from those that ignore it. None, a pawn, a knight or bishop, a rook, a queen. Pins
 are not considered, nor any reply.
 
-What a move exposes its own king to is the opponent's checks once it is on the board, as a
+The king danger a move leaves is the opponent's checks once it is on the board, as a
 static king-danger term reads them (Stockfish's classical evaluation counts "safe checks" the
 same way): the squares from which an enemy knight, bishop, rook or queen would attack the
 mover's king and that such a piece attacks now. A check square is safe for the opponent when
@@ -67,8 +67,8 @@ FLIGHT_CLASSES = 3
 HANGING_NONE, HANGING_PAWN, HANGING_MINOR, HANGING_ROOK, HANGING_QUEEN = range(5)
 HANGING_CLASSES = 5
 # The opponent's checks once the move is on the board, as a class.
-EXPOSURE_NONE, EXPOSURE_GUARDED, EXPOSURE_SAFE, EXPOSURE_BOXED = range(4)
-EXPOSURE_CLASSES = 4
+DANGER_NONE, DANGER_GUARDED, DANGER_SAFE, DANGER_BOXED = range(4)
+DANGER_CLASSES = 4
 _HANGING_OF_VALUE = {
     0: HANGING_NONE,
     1: HANGING_PAWN,
@@ -464,8 +464,8 @@ def hanging_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int
     return classes
 
 
-def exposure_class(board: chess.Board, move: chess.Move) -> int:
-    """EXPOSURE_NONE to EXPOSURE_BOXED: the checks the opponent could give the mover's king once
+def danger_class(board: chess.Board, move: chess.Move) -> int:
+    """DANGER_NONE to DANGER_BOXED: the checks the opponent could give the mover's king once
     `move` (legal on `board`) is played, found by playing it. A check square is one from which
     an enemy knight, bishop, rook or queen would attack the king, that holds no enemy piece,
     and that such an enemy piece attacks; it is safe unless one of the mover's pieces other
@@ -477,7 +477,7 @@ def exposure_class(board: chess.Board, move: chess.Move) -> int:
     after.push(move)
     king = after.king(mover)
     if king is None:
-        return EXPOSURE_NONE
+        return DANGER_NONE
     occupied = after.occupied
     checks = []
     for piece in _CHECKERS:
@@ -492,7 +492,7 @@ def exposure_class(board: chess.Board, move: chess.Move) -> int:
     for square in chess.scan_forward(chess.BB_KING_ATTACKS[king] & ~after.occupied_co[mover]):
         if not after.attackers_mask(side, square, kingless):
             free |= chess.BB_SQUARES[square]
-    return _exposure(
+    return _danger(
         checks,
         lambda square: bool(after.attackers_mask(mover, square) & guards),
         lambda square: chess.popcount(after.attackers_mask(side, square)),
@@ -507,7 +507,7 @@ def exposure_class(board: chess.Board, move: chess.Move) -> int:
 _CHECKERS = (chess.KNIGHT, chess.BISHOP, chess.ROOK, chess.QUEEN)
 
 
-def _exposure(
+def _danger(
     checks: Sequence[tuple[chess.PieceType, int]],
     guarded: Callable[[chess.Square], bool],
     defenders: Callable[[chess.Square], int],
@@ -516,13 +516,13 @@ def _exposure(
     kingless: int,
     side: chess.Color,
 ) -> int:
-    """The exposure class from each checking piece type's reachable check squares, whether the
+    """The king-danger class from each checking piece type's reachable check squares, whether the
     mover guards a square, how many enemy pieces attack it, and the king's free squares."""
     if not any(squares for _, squares in checks):
-        return EXPOSURE_NONE
+        return DANGER_NONE
     near = chess.BB_KING_ATTACKS[king]
     safe = {}  # square -> whether a check there is safe, asked once
-    exposure = EXPOSURE_GUARDED
+    danger = DANGER_GUARDED
     for piece, squares in checks:
         for square in chess.scan_forward(squares):
             if square not in safe:
@@ -532,20 +532,20 @@ def _exposure(
             if not safe[square]:
                 continue
             if not free & ~_attacks_from(piece, side, square, kingless):
-                return EXPOSURE_BOXED
-            exposure = EXPOSURE_SAFE
-    return exposure
+                return DANGER_BOXED
+            danger = DANGER_SAFE
+    return danger
 
 
-def exposure_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]:
-    """`exposure_class` of each of `moves` (legal on `board`), read off the bitboards without
+def danger_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[int]:
+    """`danger_class` of each of `moves` (legal on `board`), read off the bitboards without
     playing them: the king's lines and the enemy pieces' attacks with the moved piece on its
     target (a piece captured there attacks nothing and guards nothing). Castling, en passant
-    and promotions, which are rare, take `exposure_class`."""
+    and promotions, which are rare, take `danger_class`."""
     mover, side = board.turn, not board.turn
     home = board.king(mover)
     if home is None:
-        return [EXPOSURE_NONE] * len(moves)
+        return [DANGER_NONE] * len(moves)
     mine, theirs = board.occupied_co[mover], board.occupied_co[side]
     occupied = board.occupied
     pieces = [(piece, board.pieces_mask(piece, side)) for piece in _CHECKERS]
@@ -554,7 +554,7 @@ def exposure_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[in
         origin, target = move.from_square, move.to_square
         piece = board.piece_type_at(origin)
         if is_rare_move(board, move, piece):
-            classes.append(exposure_class(board, move))
+            classes.append(danger_class(board, move))
             continue
         gone = ~chess.BB_SQUARES[target]
         enemies = theirs & gone
@@ -568,7 +568,7 @@ def exposure_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[in
                 reach |= _attacks_from(checker, side, square, after) & check_squares
             checks.append((checker, reach & ~enemies))
         if not any(squares for _, squares in checks):
-            classes.append(EXPOSURE_NONE)
+            classes.append(DANGER_NONE)
             continue
         guards = mine & ~board.kings & ~chess.BB_SQUARES[origin]
         moved = 0 if piece == chess.KING else _attacks_from(piece, mover, target, after)
@@ -579,7 +579,7 @@ def exposure_classes(board: chess.Board, moves: Sequence[chess.Move]) -> list[in
             if not board.attackers_mask(side, square, kingless) & enemies:
                 free |= chess.BB_SQUARES[square]
         classes.append(
-            _exposure(
+            _danger(
                 checks,
                 lambda square, after=after, guards=guards, moved=moved: bool(
                     moved >> square & 1 or board.attackers_mask(mover, square, after) & guards

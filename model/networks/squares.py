@@ -154,9 +154,9 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
         target_ = target_ + small_embed(board_graph.HANGING_CLASSES, width, "hanging_embed")(
             board_graph.kind_hanging(packed)
         )
-    if model.move_exposure:
-        target_ = target_ + small_embed(board_graph.EXPOSURE_CLASSES, width, "exposure_embed")(
-            board_graph.kind_exposure(packed)
+    if model.move_king_danger:
+        target_ = target_ + small_embed(board_graph.DANGER_CLASSES, width, "danger_embed")(
+            board_graph.kind_danger(packed)
         )
     if kind.value_head:  # a value per move edge
         edges = origin + target_ + hk.Linear(width, name="board_to_edges")(board)[:, None, :]

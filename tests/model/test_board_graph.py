@@ -188,7 +188,7 @@ def test_jax_and_numpy_agree_on_the_packed_kind():
             board_graph.kind_threat(packed),
             board_graph.kind_flights(packed),
             board_graph.kind_hanging(packed),
-            board_graph.kind_exposure(packed),
+            board_graph.kind_danger(packed),
         )
         np.testing.assert_array_equal(np.asarray(board_graph.edge_kind(*parts)), kinds)
     assert board_graph.kind_gives_check(kinds).max() == 1
@@ -196,7 +196,7 @@ def test_jax_and_numpy_agree_on_the_packed_kind():
     assert board_graph.kind_threat(kinds).max() == board_graph.THREAT_CLASSES - 1
     assert board_graph.kind_flights(kinds).max() == board_graph.FLIGHT_CLASSES - 1
     assert board_graph.kind_hanging(kinds).max() == board_graph.HANGING_CLASSES - 1
-    assert board_graph.kind_exposure(kinds).max() == board_graph.EXPOSURE_CLASSES - 1
+    assert board_graph.kind_danger(kinds).max() == board_graph.DANGER_CLASSES - 1
     # The packed kinds are stored as the graphs' integer type.
     stored = board_graph.encode_boards([]).kinds.dtype
     assert board_graph.NUM_EDGE_KINDS <= np.iinfo(stored).max + 1
