@@ -32,15 +32,15 @@ blocks the line, takes the attacker), so the fact tells the moves that answer a 
 on the board from those that ignore it. None, a pawn, a knight or bishop, a rook, a queen. Pins
 are not considered, nor any reply.
 
-The king danger a move leaves is the opponent's checks once it is on the board, as a
-static king-danger term reads them (Stockfish's classical evaluation counts "safe checks" the
-same way): the squares from which an enemy knight, bishop, rook or queen would attack the
-mover's king and that such a piece attacks now. A check square is safe for the opponent when
-none of the mover's pieces other than the king guards it and, next to the king, another enemy
-piece defends it. None; checks onto guarded squares only; a safe check; a safe check with the
-king boxed in (each square next to it holds its own piece, is attacked, or is seen by the
-checking piece from its check square: the mate's shape).
-Pawn checks, discovered checks, blocks and pins are not considered, and no check is played.
+The king danger a move leaves is the opponent's checks once it is on the board, as a static
+king-danger term reads them (Stockfish's classical evaluation counts "safe checks" the same
+way): the squares from which an enemy knight, bishop, rook or queen would attack the mover's
+king and that such a piece attacks now. A check square is safe for the opponent when none of
+the mover's pieces other than the king guards it and, next to the king, another enemy piece
+defends it. None; checks onto guarded squares only; a safe check; a safe check with the king
+boxed in (each square next to it holds its own piece, is attacked, or is seen by the checking
+piece from its check square: the mate's shape). Pawn checks, discovered checks, blocks and pins
+are not considered, and no check is played.
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ HANGING_CLASSES = 5
 # The opponent's checks once the move is on the board, as a class.
 DANGER_NONE, DANGER_GUARDED, DANGER_SAFE, DANGER_BOXED = range(4)
 DANGER_CLASSES = 4
+# The pieces whose checks count: a pawn's check is rarely a danger, the king gives none.
+_CHECKERS = (chess.KNIGHT, chess.BISHOP, chess.ROOK, chess.QUEEN)
 _HANGING_OF_VALUE = {
     0: HANGING_NONE,
     1: HANGING_PAWN,
@@ -501,10 +503,6 @@ def danger_class(board: chess.Board, move: chess.Move) -> int:
         kingless,
         side,
     )
-
-
-# The pieces whose checks count: a pawn's check is rarely a danger, the king gives none.
-_CHECKERS = (chess.KNIGHT, chess.BISHOP, chess.ROOK, chess.QUEEN)
 
 
 def _danger(
