@@ -36,11 +36,14 @@ The king danger a move leaves is the opponent's checks once it is on the board, 
 king-danger term reads them (Stockfish's classical evaluation counts "safe checks" the same
 way): the squares from which an enemy knight, bishop, rook or queen would attack the mover's
 king and that such a piece attacks now. A check square is safe for the opponent when none of
-the mover's pieces other than the king guards it and, next to the king, another enemy piece
-defends it. None; checks onto guarded squares only; a safe check; a safe check with the king
-boxed in (each square next to it holds its own piece, is attacked, or is seen by the checking
-piece from its check square: the mate's shape). Pawn checks, discovered checks, blocks and pins
-are not considered, and no check is played.
+the mover's pieces other than the king guards it and, if it is next to the king, a second enemy
+piece defends it. None; checks onto guarded squares only; a safe check; a safe check with the
+king boxed in (each square next to it holds its own piece, is attacked, or is seen by the
+checking piece from its check square: the mate's shape). Pawn checks, discovered checks, blocks
+and pins are not considered, and no check is played. The attacks are counted with every piece
+where it stands: a square the checking piece covers only from its origin still counts as
+attacked (a boxed-in king may then have a square), and a defender behind the checking piece
+on its line (a rook behind the queen) does not count.
 """
 
 from __future__ import annotations

@@ -20,9 +20,10 @@ checkpoints.
   key's piece moves to or attacks the query's square (a fact of the board read off its
   attack edges, no move played).
 - Policy (BC): a move's logit is the scaled dot product of a query of its origin square and a
-  key of its target square, the key shifted by embeddings of the promotion piece, (with
-  `model.move_checks`) of whether the move gives check and (with `model.move_exchanges`) of
-  the sign of its static exchange; log-softmax over the board's legal moves only.
+  key of its target square, the key shifted by embeddings of the promotion piece and of the
+  move facts its config names (`model.move_checks`, `move_exchanges`, `move_threats`,
+  `move_flights`, `move_hanging`, `move_king_danger`: model/networks/move_facts.py);
+  log-softmax over the board's legal moves only.
 - Value (SV): attention pooling of the squares, then an MLP to the value bins. AV: per move,
   an MLP of its origin and target squares' features and the board's vector to the bins.
 
