@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from core.actions import move_to_index
-from model import config as config_lib
-from model.networks import board_graph, network
+from model.networks import board_graph
 from model.networks.move_facts import (
     DANGER_BOXED,
     DANGER_CLASSES,
@@ -21,6 +20,7 @@ from model.networks.move_facts import (
     danger_class,
     danger_classes,
 )
+from tests.model.move_fact_checks import assert_read_only_when_asked, move_edge_classes
 from tests.model.random_boards import random_boards
 
 # Black's rook on d8 sees d1 on White's back rank; White's rook on c1 guards it.
@@ -66,23 +66,9 @@ def test_reading_the_bitboards_agrees_with_playing_the_moves():
 
 
 def test_the_networks_read_it_only_when_asked():
-    board = chess.Board(QUEEN_AND_BISHOP)
-    graphs = board_graph.encode_boards([board])
-    moves = graphs.num_moves[0]
-    kinds = graphs.kinds[:moves].astype(np.int64)
-    by_move = dict(
-        zip(graphs.actions[:moves].tolist(), board_graph.kind_danger(kinds).tolist(), strict=True)
-    )
+    by_move = move_edge_classes(chess.Board(QUEEN_AND_BISHOP), board_graph.kind_danger)
     # Black to move: the actions are the moves as they are (the graph mirrors the squares).
     assert by_move[move_to_index("g8h8")] == DANGER_BOXED
     assert by_move[move_to_index("g8f8")] == DANGER_SAFE
     assert by_move[move_to_index("h7h6")] == DANGER_GUARDED
-    assert (board_graph.kind_danger(graphs.kinds[moves:].astype(np.int64)) == 0).all()
-    for backbone in ("gateau", "squares"):
-        plain = config_lib.from_dict({"model": {"backbone": backbone}, "train": {"target": "bc"}})
-        told = plain.replace(model={"move_king_danger": True})
-        config_lib.validate(told, check_data=False)
-        assert "danger_embed" in network.param_shapes(told)
-        assert "danger_embed" not in network.param_shapes(plain)
-    with pytest.raises(config_lib.ConfigError, match="move_king_danger"):
-        config_lib.validate(told.replace(model={"backbone": "transformer"}), check_data=False)
+    assert_read_only_when_asked("move_king_danger", "danger_embed")

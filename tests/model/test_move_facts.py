@@ -4,12 +4,10 @@ known by hand, against a brute-force exchange on random boards, and as the netwo
 from __future__ import annotations
 
 import chess
-import numpy as np
 import pytest
 
 from core.actions import move_to_index
-from model import config as config_lib
-from model.networks import board_graph, network
+from model.networks import board_graph
 from model.networks.move_facts import (
     EXCHANGE_EVEN,
     EXCHANGE_LOSES,
@@ -18,6 +16,7 @@ from model.networks.move_facts import (
     exchange_class,
     static_exchange,
 )
+from tests.model.move_fact_checks import assert_read_only_when_asked, move_edge_classes
 from tests.model.random_boards import random_boards
 
 CASES = [
@@ -85,17 +84,7 @@ def test_the_exchange_agrees_with_playing_the_captures_out():
 
 def test_the_networks_read_the_exchange_only_when_asked():
     board = chess.Board("4k3/8/2p5/3p4/8/8/8/3QK3 w - - 0 1")
-    graphs = board_graph.encode_boards([board])
-    moves = graphs.num_moves[0]
-    exchanges = board_graph.kind_exchange(graphs.kinds[:moves].astype(np.int64))
-    by_move = dict(zip(graphs.actions[:moves].tolist(), exchanges.tolist(), strict=True))
+    by_move = move_edge_classes(board, board_graph.kind_exchange)
     assert by_move[move_to_index("d1d5")] == EXCHANGE_LOSES
     assert by_move[move_to_index("d1d2")] == EXCHANGE_EVEN
-    for backbone in ("gateau", "squares"):
-        plain = config_lib.from_dict({"model": {"backbone": backbone}, "train": {"target": "bc"}})
-        told = plain.replace(model={"move_exchanges": True})
-        config_lib.validate(told, check_data=False)
-        assert "exchange_embed" in network.param_shapes(told)
-        assert "exchange_embed" not in network.param_shapes(plain)
-    with pytest.raises(config_lib.ConfigError, match="move_exchanges"):
-        config_lib.validate(told.replace(model={"backbone": "transformer"}), check_data=False)
+    assert_read_only_when_asked("move_exchanges", "exchange_embed")

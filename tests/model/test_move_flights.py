@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from core.actions import move_to_index
-from model import config as config_lib
-from model.networks import board_graph, network
+from model.networks import board_graph
 from model.networks.move_facts import (
     FLIGHTS_MANY,
     FLIGHTS_NONE,
@@ -18,6 +17,7 @@ from model.networks.move_facts import (
     flight_class,
     flight_classes,
 )
+from tests.model.move_fact_checks import assert_read_only_when_asked, move_edge_classes
 from tests.model.random_boards import random_boards
 
 CASES = [
@@ -55,20 +55,7 @@ def test_reading_the_bitboards_agrees_with_playing_the_moves():
 
 def test_the_networks_read_the_flights_only_when_asked():
     board = chess.Board("6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1")
-    graphs = board_graph.encode_boards([board])
-    moves = graphs.num_moves[0]
-    kinds = graphs.kinds[:moves].astype(np.int64)
-    by_move = dict(
-        zip(graphs.actions[:moves].tolist(), board_graph.kind_flights(kinds).tolist(), strict=True)
-    )
+    by_move = move_edge_classes(board, board_graph.kind_flights)
     assert by_move[move_to_index("a1a8")] == FLIGHTS_NONE
     assert by_move[move_to_index("a1a2")] == FLIGHTS_MANY  # f8 and h8
-    assert (board_graph.kind_flights(graphs.kinds[moves:].astype(np.int64)) == 0).all()
-    for backbone in ("gateau", "squares"):
-        plain = config_lib.from_dict({"model": {"backbone": backbone}, "train": {"target": "bc"}})
-        told = plain.replace(model={"move_flights": True})
-        config_lib.validate(told, check_data=False)
-        assert "flights_embed" in network.param_shapes(told)
-        assert "flights_embed" not in network.param_shapes(plain)
-    with pytest.raises(config_lib.ConfigError, match="move_flights"):
-        config_lib.validate(told.replace(model={"backbone": "transformer"}), check_data=False)
+    assert_read_only_when_asked("move_flights", "flights_embed")

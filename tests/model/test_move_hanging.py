@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from core.actions import move_to_index
-from model import config as config_lib
-from model.networks import board_graph, network
+from model.networks import board_graph
 from model.networks.move_facts import (
     HANGING_MINOR,
     HANGING_NONE,
@@ -21,6 +20,7 @@ from model.networks.move_facts import (
     hanging_class,
     hanging_classes,
 )
+from tests.model.move_fact_checks import assert_read_only_when_asked, move_edge_classes
 from tests.model.random_boards import random_boards
 
 # The bishop on g5 attacks Black's queen on d8; the knight on d5 stands on the white queen's
@@ -72,22 +72,8 @@ def test_reading_the_bitboards_agrees_with_playing_the_moves():
 
 
 def test_the_networks_read_it_only_when_asked():
-    board = chess.Board(QUEEN_ATTACKED)
-    graphs = board_graph.encode_boards([board])
-    moves = graphs.num_moves[0]
-    kinds = graphs.kinds[:moves].astype(np.int64)
-    by_move = dict(
-        zip(graphs.actions[:moves].tolist(), board_graph.kind_hanging(kinds).tolist(), strict=True)
-    )
+    by_move = move_edge_classes(chess.Board(QUEEN_ATTACKED), board_graph.kind_hanging)
     # Black to move: the actions are the moves as they are (the graph mirrors the squares).
     assert by_move[move_to_index("e4f3")] == HANGING_QUEEN
     assert by_move[move_to_index("d5f6")] == HANGING_NONE
-    assert (board_graph.kind_hanging(graphs.kinds[moves:].astype(np.int64)) == 0).all()
-    for backbone in ("gateau", "squares"):
-        plain = config_lib.from_dict({"model": {"backbone": backbone}, "train": {"target": "bc"}})
-        told = plain.replace(model={"move_hanging": True})
-        config_lib.validate(told, check_data=False)
-        assert "hanging_embed" in network.param_shapes(told)
-        assert "hanging_embed" not in network.param_shapes(plain)
-    with pytest.raises(config_lib.ConfigError, match="move_hanging"):
-        config_lib.validate(told.replace(model={"backbone": "transformer"}), check_data=False)
+    assert_read_only_when_asked("move_hanging", "hanging_embed")

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from core.actions import move_to_index
-from model import config as config_lib
-from model.networks import board_graph, network
+from model.networks import board_graph
 from model.networks.move_facts import (
     THREAT_MANY,
     THREAT_NONE,
@@ -18,6 +17,7 @@ from model.networks.move_facts import (
     threat_class,
     threat_classes,
 )
+from tests.model.move_fact_checks import assert_read_only_when_asked, move_edge_classes
 from tests.model.random_boards import random_boards
 
 CASES = [
@@ -60,20 +60,8 @@ def test_reading_the_bitboards_agrees_with_playing_the_moves():
 
 def test_the_networks_read_the_threat_only_when_asked():
     board = chess.Board("2r1q1k1/8/8/8/4N3/8/8/6K1 w - - 0 1")
-    graphs = board_graph.encode_boards([board])
-    moves = graphs.num_moves[0]
-    kinds = graphs.kinds[:moves].astype(np.int64)
-    threats = board_graph.kind_threat(kinds).tolist()
-    by_move = dict(zip(graphs.actions[:moves].tolist(), threats, strict=True))
+    # The attack edges carry no fact of a move (move_edge_classes asserts it).
+    by_move = move_edge_classes(board, board_graph.kind_threat)
     assert by_move[move_to_index("e4d6")] == THREAT_MANY
     assert by_move[move_to_index("e4c3")] == THREAT_NONE
-    # The attack edges carry no fact of a move.
-    assert (board_graph.kind_threat(graphs.kinds[moves:].astype(np.int64)) == 0).all()
-    for backbone in ("gateau", "squares"):
-        plain = config_lib.from_dict({"model": {"backbone": backbone}, "train": {"target": "bc"}})
-        told = plain.replace(model={"move_threats": True})
-        config_lib.validate(told, check_data=False)
-        assert "threat_embed" in network.param_shapes(told)
-        assert "threat_embed" not in network.param_shapes(plain)
-    with pytest.raises(config_lib.ConfigError, match="move_threats"):
-        config_lib.validate(told.replace(model={"backbone": "transformer"}), check_data=False)
+    assert_read_only_when_asked("move_threats", "threat_embed")
