@@ -6,7 +6,6 @@ read by the networks only when their config asks."""
 from __future__ import annotations
 
 import chess
-import numpy as np
 import pytest
 
 from core.actions import move_to_index
@@ -20,8 +19,12 @@ from model.networks.move_facts import (
     danger_class,
     danger_classes,
 )
-from tests.model.move_fact_checks import assert_read_only_when_asked, move_edge_classes
-from tests.model.random_boards import random_boards
+from tests.model.move_fact_checks import (
+    assert_known,
+    assert_read_only_when_asked,
+    classes_seen,
+    move_edge_classes,
+)
 
 # Black's rook on d8 sees d1 on White's back rank; White's rook on c1 guards it.
 BACK_RANK = "3r2k1/5ppp/8/8/8/8/5PPP/2R3K1 w - - 0 1"
@@ -48,20 +51,11 @@ CASES = [
 
 @pytest.mark.parametrize(("fen", "uci", "expected"), CASES)
 def test_the_king_danger_a_move_leaves_in_known_positions(fen, uci, expected):
-    board = chess.Board(fen)
-    move = chess.Move.from_uci(uci)
-    assert move in board.legal_moves
-    assert danger_class(board, move) == expected
-    assert danger_classes(board, [move]) == [expected]
+    assert_known(fen, uci, expected, danger_class, danger_classes)
 
 
 def test_reading_the_bitboards_agrees_with_playing_the_moves():
-    seen = np.zeros(DANGER_CLASSES, int)
-    for board in random_boards(23, 80, (6, 70)):
-        legal = list(board.legal_moves)
-        classes = danger_classes(board, legal)
-        assert classes == [danger_class(board, move) for move in legal], board.fen()
-        np.add.at(seen, classes, 1)
+    seen = classes_seen(danger_class, danger_classes, 23, DANGER_CLASSES)
     assert (seen > 10).all(), seen
 
 

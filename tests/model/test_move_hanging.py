@@ -6,7 +6,6 @@ networks only when their config asks."""
 from __future__ import annotations
 
 import chess
-import numpy as np
 import pytest
 
 from core.actions import move_to_index
@@ -20,8 +19,12 @@ from model.networks.move_facts import (
     hanging_class,
     hanging_classes,
 )
-from tests.model.move_fact_checks import assert_read_only_when_asked, move_edge_classes
-from tests.model.random_boards import random_boards
+from tests.model.move_fact_checks import (
+    assert_known,
+    assert_read_only_when_asked,
+    classes_seen,
+    move_edge_classes,
+)
 
 # The bishop on g5 attacks Black's queen on d8; the knight on d5 stands on the white queen's
 # file with nothing defending it.
@@ -54,20 +57,11 @@ CASES = [
 
 @pytest.mark.parametrize(("fen", "uci", "expected"), CASES)
 def test_what_a_move_leaves_hanging_in_known_positions(fen, uci, expected):
-    board = chess.Board(fen)
-    move = chess.Move.from_uci(uci)
-    assert move in board.legal_moves
-    assert hanging_class(board, move) == expected
-    assert hanging_classes(board, [move]) == [expected]
+    assert_known(fen, uci, expected, hanging_class, hanging_classes)
 
 
 def test_reading_the_bitboards_agrees_with_playing_the_moves():
-    seen = np.zeros(5, int)
-    for board in random_boards(17, 80, (6, 70)):
-        legal = list(board.legal_moves)
-        classes = hanging_classes(board, legal)
-        assert classes == [hanging_class(board, move) for move in legal], board.fen()
-        np.add.at(seen, classes, 1)
+    seen = classes_seen(hanging_class, hanging_classes, 17, 5)
     assert (seen > 10).all(), seen
 
 

@@ -5,7 +5,6 @@ random boards, and read by the networks only when their config asks."""
 from __future__ import annotations
 
 import chess
-import numpy as np
 import pytest
 
 from core.actions import move_to_index
@@ -17,8 +16,12 @@ from model.networks.move_facts import (
     threat_class,
     threat_classes,
 )
-from tests.model.move_fact_checks import assert_read_only_when_asked, move_edge_classes
-from tests.model.random_boards import random_boards
+from tests.model.move_fact_checks import (
+    assert_known,
+    assert_read_only_when_asked,
+    classes_seen,
+    move_edge_classes,
+)
 
 CASES = [
     # (FEN, move, threat class)
@@ -41,20 +44,11 @@ CASES = [
 
 @pytest.mark.parametrize(("fen", "uci", "expected"), CASES)
 def test_the_threat_of_known_positions(fen, uci, expected):
-    board = chess.Board(fen)
-    move = chess.Move.from_uci(uci)
-    assert move in board.legal_moves
-    assert threat_class(board, move) == expected
-    assert threat_classes(board, [move]) == [expected]
+    assert_known(fen, uci, expected, threat_class, threat_classes)
 
 
 def test_reading_the_bitboards_agrees_with_playing_the_moves():
-    seen = np.zeros(3, int)
-    for board in random_boards(11, 80, (6, 70)):
-        legal = list(board.legal_moves)
-        played = [threat_class(board, move) for move in legal]
-        assert threat_classes(board, legal) == played, board.fen()
-        np.add.at(seen, played, 1)
+    seen = classes_seen(threat_class, threat_classes, 11, 3)
     assert seen.sum() > 1_000 and seen[THREAT_ONE] > 50 and seen[THREAT_MANY] > 5, seen
 
 
