@@ -103,6 +103,28 @@ def small_embed(vocab_size: int, width: int, name: str) -> hk.Embed:
     return hk.Embed(vocab_size, width, lookup_style=style, name=name)
 
 
+# Per move fact of the config (model.config.MOVE_FACTS' order): its classes, the name of its
+# embedding and how a packed edge kind holds it (model/networks/board_graph.py).
+_MOVE_FACT_EMBEDS = (
+    ("move_checks", 2, "check_embed", board_graph.kind_gives_check),
+    ("move_exchanges", board_graph.EXCHANGE_CLASSES, "exchange_embed", board_graph.kind_exchange),
+    ("move_threats", board_graph.THREAT_CLASSES, "threat_embed", board_graph.kind_threat),
+    ("move_flights", board_graph.FLIGHT_CLASSES, "flights_embed", board_graph.kind_flights),
+    ("move_hanging", board_graph.HANGING_CLASSES, "hanging_embed", board_graph.kind_hanging),
+    ("move_king_danger", board_graph.DANGER_CLASSES, "danger_embed", board_graph.kind_danger),
+)
+
+
+def add_move_facts(x: jax.Array, packed: jax.Array, model: ModelConfig, width: int) -> jax.Array:
+    """`x` (B, E, width) plus an embedding of each move fact `model` names, read off the
+    edges' packed kinds (`packed`, padding already clipped to 0), added one after another in
+    one order for every network."""
+    for flag, classes, name, read in _MOVE_FACT_EMBEDS:
+        if getattr(model, flag):
+            x = x + small_embed(classes, width, name)(read(packed))
+    return x
+
+
 def embed_squares(states: jax.Array, width: int) -> jax.Array:
     """(B, 64, width): each square's input from the tokens: its piece (mine or theirs), a
     learned square embedding, whether it is the en-passant target, and a projection of the

@@ -40,6 +40,7 @@ from core.targets import target_kind
 from model.config import ModelConfig
 from model.networks import board_graph, board_net
 from model.networks.board_net import (
+    add_move_facts,
     edge_arrays,
     embed_squares,
     gather_nodes,
@@ -110,28 +111,7 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     e = small_embed(board_graph.GEOMETRIES, width, "geometry_embed")(geometry)
     e = e + small_embed(board_graph.PROMOTIONS, width, "promotion_embed")(promotion)
     e = e + small_embed(len(board_graph.EDGE_TYPES), width, "edge_type_embed")(edge_type)
-    if model.move_checks:
-        e = e + small_embed(2, width, "check_embed")(board_graph.kind_gives_check(packed))
-    if model.move_exchanges:
-        e = e + small_embed(board_graph.EXCHANGE_CLASSES, width, "exchange_embed")(
-            board_graph.kind_exchange(packed)
-        )
-    if model.move_threats:
-        e = e + small_embed(board_graph.THREAT_CLASSES, width, "threat_embed")(
-            board_graph.kind_threat(packed)
-        )
-    if model.move_flights:
-        e = e + small_embed(board_graph.FLIGHT_CLASSES, width, "flights_embed")(
-            board_graph.kind_flights(packed)
-        )
-    if model.move_hanging:
-        e = e + small_embed(board_graph.HANGING_CLASSES, width, "hanging_embed")(
-            board_graph.kind_hanging(packed)
-        )
-    if model.move_king_danger:
-        e = e + small_embed(board_graph.DANGER_CLASSES, width, "danger_embed")(
-            board_graph.kind_danger(packed)
-        )
+    e = add_move_facts(e, packed, model, width)
     e = jnp.where(valid[..., None], e, 0.0)
 
     for i in range(model.num_layers):

@@ -134,31 +134,7 @@ def _forward(states, senders, receivers, kinds, model: ModelConfig, target: str,
     origin = gather_nodes(hk.Linear(width, name="move_origin")(hn), senders)  # (B, E, d)
     target_ = gather_nodes(hk.Linear(width, name="move_target")(hn), receivers)
     target_ = target_ + small_embed(board_graph.PROMOTIONS, width, "promotion_embed")(promotion)
-    if model.move_checks:
-        target_ = target_ + small_embed(2, width, "check_embed")(
-            board_graph.kind_gives_check(packed)
-        )
-    if model.move_exchanges:
-        exchange = board_graph.kind_exchange(packed)
-        target_ = target_ + small_embed(board_graph.EXCHANGE_CLASSES, width, "exchange_embed")(
-            exchange
-        )
-    if model.move_threats:
-        target_ = target_ + small_embed(board_graph.THREAT_CLASSES, width, "threat_embed")(
-            board_graph.kind_threat(packed)
-        )
-    if model.move_flights:
-        target_ = target_ + small_embed(board_graph.FLIGHT_CLASSES, width, "flights_embed")(
-            board_graph.kind_flights(packed)
-        )
-    if model.move_hanging:
-        target_ = target_ + small_embed(board_graph.HANGING_CLASSES, width, "hanging_embed")(
-            board_graph.kind_hanging(packed)
-        )
-    if model.move_king_danger:
-        target_ = target_ + small_embed(board_graph.DANGER_CLASSES, width, "danger_embed")(
-            board_graph.kind_danger(packed)
-        )
+    target_ = board_net.add_move_facts(target_, packed, model, width)
     if kind.value_head:  # a value per move edge
         edges = origin + target_ + hk.Linear(width, name="board_to_edges")(board)[:, None, :]
         logits = mlp(
