@@ -215,9 +215,10 @@ class Skip:
 
 @dataclass(frozen=True)
 class GameBoards:
-    """The FEN before each move of a game's mainline, in order."""
+    """The FEN before each move of a game's mainline, in order, and the moves (UCI)."""
 
     fens: tuple[str, ...]
+    moves: tuple[str, ...] = ()
 
 
 class _BoardsVisitor(chess.pgn.BaseVisitor):
@@ -225,6 +226,7 @@ class _BoardsVisitor(chess.pgn.BaseVisitor):
 
     def begin_game(self) -> None:
         self.fens: list[str] = []
+        self.moves: list[str] = []
         self.error: Exception | None = None
         self.chess960 = False
 
@@ -241,6 +243,7 @@ class _BoardsVisitor(chess.pgn.BaseVisitor):
             self.error = chess.IllegalMoveError("null move '--' in the mainline")
             return
         self.fens.append(board.fen())
+        self.moves.append(move.uci())
 
     def handle_error(self, error: Exception) -> None:
         if self.error is None:
@@ -288,4 +291,4 @@ def parse_game(game: GameText, allow_setup: bool = False) -> GameBoards | Skip:
         return Skip(reason, str(error))
     if not visitor.fens:
         return Skip(NO_MOVES, "no moves")
-    return GameBoards(tuple(visitor.fens))
+    return GameBoards(tuple(visitor.fens), tuple(visitor.moves))

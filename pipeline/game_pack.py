@@ -1,0 +1,424 @@
+"""Annotated boards carried as the games they come from: each game's moves once, and a board
+as its place in a game and its label (docs/training.md, "The accelerator window").
+
+A row of one search a board (`annotate --mode search`: the best move and its score) costs
+~40 bytes of zstd'd Parquet, most of them the FEN. But the boards of a split come from games,
+and a board of a game is the board before it and one move: a game's moves, two bytes each,
+say every FEN of it. So a pack is a folder of
+
+- `games.parquet`: a row a game, `start` (the FEN before its first move) and `moves` (its
+  moves as `move_code`s, up to the last one a board needs);
+- `boards.parquet`: a row a board, `split` (its index in the manifest's splits), `game`,
+  `ply` (the board before the game's move number `ply`, from 0), `after` (the code of one more
+  move played from there, for the boards one move past a game's, as `annotate --random-move`
+  makes them; 0 for none), `best` (the best move's code), `cp` and `mate` (its score, one of
+  them null), `count` and `partial` (whether the board has other legal moves);
+- `loose/`: the rows a game cannot say, in the board schema and unchanged: rows of another
+  shape (every move valued, a value that is not its score's win probability, columns that
+  differ from the split's) and boards found in none of the games;
+- `pack.json`: the splits, each with the columns its rows share (`source`, `engine`,
+  `limit`: a row with others is loose), and the counts.
+
+`unpack` writes the rows back as board shards, every column equal to the annotator's (the
+board's value is recomputed from its score by `core.values.win_probability`, as the annotator
+computed it, and a row whose value is not that is loose).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import chess
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from core.schema import (
+    BOARD_SCHEMA,
+    ROW_GROUP_SIZE,
+    board_files,
+    read_board_file,
+    shard_name,
+)
+from core.values import win_probability
+
+FORMAT = "games"
+VERSION = 1
+MANIFEST = "pack.json"
+GAMES_FILE = "games.parquet"
+BOARDS_FILE = "boards.parquet"
+LOOSE_DIR = "loose"
+NO_MOVE = 0  # no legal move is a1a1, so code 0 says "none"
+ROWS_PER_SHARD = 100_000
+ZSTD_LEVEL = 19
+# The columns every row of a split shares, kept once in the manifest.
+SHARED = ("source", "engine", "limit")
+
+GAMES_SCHEMA = pa.schema(
+    [pa.field("start", pa.string(), nullable=False), pa.field("moves", pa.list_(pa.uint16()))]
+)
+BOARDS_SCHEMA = pa.schema(
+    [
+        pa.field("split", pa.uint8(), nullable=False),
+        pa.field("game", pa.int32(), nullable=False),
+        pa.field("ply", pa.uint16(), nullable=False),
+        pa.field("after", pa.uint16(), nullable=False),
+        pa.field("best", pa.uint16(), nullable=False),
+        pa.field("cp", pa.int32()),
+        pa.field("mate", pa.int32()),
+        pa.field("count", pa.int64(), nullable=False),
+        pa.field("partial", pa.bool_(), nullable=False),
+    ]
+)
+
+
+class PackError(ValueError):
+    """A pack that cannot be read: a missing file, another format, a board out of its game."""
+
+
+def move_code(move: chess.Move) -> int:
+    """A move in 15 bits: origin, target, promotion piece type (0: none)."""
+    return move.from_square | move.to_square << 6 | (move.promotion or 0) << 12
+
+
+def code_move(code: int) -> chess.Move:
+    return chess.Move(code & 63, code >> 6 & 63, code >> 12 or None)
+
+
+@dataclass(frozen=True)
+class Game:
+    """A game as packing reads it: the FEN before its first move, and its moves."""
+
+    start: str
+    moves: tuple[chess.Move, ...]
+
+
+@dataclass
+class SplitCount:
+    """One split's place in a pack (the manifest's `splits`)."""
+
+    name: str
+    path: str
+    after_move: bool
+    rows: int = 0
+    in_games: int = 0
+    loose: int = 0
+    shared: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Label:
+    split: int
+    best: int
+    cp: int | None
+    mate: int | None
+    count: int
+    partial: bool
+
+
+def _shared(row: dict) -> tuple:
+    return tuple(row[name] for name in SHARED)
+
+
+def _compact(row: dict) -> bool:
+    """Whether a row is one search's: one move, the best, valued by its score's win
+    probability, as the board's value."""
+    best, cp, mate = row["best_move"], row["state_cp"], row["state_mate"]
+    if not best or row["moves"] != [best] or (cp is None) == (mate is None):
+        return False
+    if row["cp"] != [cp] or row["mate"] != [mate]:
+        return False
+    value = win_probability(cp=cp) if mate is None else win_probability(mate=mate)
+    return row["state_win_prob"] == value and row["win_probs"] == [value]
+
+
+def _most_shared(files: Sequence[str]) -> tuple:
+    """The values of the SHARED columns most rows of the files have."""
+    counts: collections.Counter[tuple] = collections.Counter()
+    for file in files:
+        table = read_board_file(file, list(SHARED))
+        counts.update(zip(*(table.column(name).to_pylist() for name in SHARED), strict=True))
+    return counts.most_common(1)[0][0]
+
+
+class _Packer:
+    def __init__(self, splits: Sequence[SplitCount]):
+        self.splits = list(splits)
+        self.direct: dict[str, list[_Label]] = {}
+        self.children: dict[str, list[_Label]] = {}
+        self.loose: list[list[dict]] = [[] for _ in splits]
+        self.rows_by_fen: list[dict[str, dict]] = [{} for _ in splits]
+        self.scanned: set[str] = set()  # boards whose children were looked up
+        self.games: list[tuple[str, list[int]]] = []
+        self.boards: list[tuple[int, int, int, int, _Label]] = []
+
+    def read(self) -> None:
+        for index, split in enumerate(self.splits):
+            files = board_files(split.path)
+            shared = _most_shared(files)
+            split.shared = dict(zip(SHARED, shared, strict=True))
+            wanted = self.children if split.after_move else self.direct
+            for file in files:
+                for row in read_board_file(file).to_pylist():
+                    split.rows += 1
+                    if _shared(row) != shared or not _compact(row):
+                        self.loose[index].append(row)
+                        continue
+                    label = _Label(
+                        index,
+                        move_code(chess.Move.from_uci(row["best_move"])),
+                        row["state_cp"],
+                        row["state_mate"],
+                        row["count"],
+                        row["partial"],
+                    )
+                    wanted.setdefault(row["fen"], []).append(label)
+                    self.rows_by_fen[index][row["fen"]] = row
+
+    def add_game(self, game: Game) -> None:
+        if not self.direct and not self.children:
+            return
+        board = chess.Board(game.start)
+        found: list[tuple[int, int, _Label]] = []
+        last = -1
+        for ply in range(len(game.moves) + 1):
+            fen = board.fen()
+            for label in self.direct.pop(fen, ()):
+                found.append((ply, NO_MOVE, label))
+                last = ply
+            if self.children and fen not in self.scanned:
+                self.scanned.add(fen)
+                for move in board.legal_moves:
+                    board.push(move)
+                    labels = self.children.pop(board.fen(), ())
+                    board.pop()
+                    for label in labels:
+                        found.append((ply, move_code(move), label))
+                        last = ply
+            if ply < len(game.moves):
+                board.push(game.moves[ply])
+        if last < 0:
+            return
+        number = len(self.games)
+        self.games.append((game.start, [move_code(m) for m in game.moves[:last]]))
+        self.boards.extend((number, ply, after, label.split, label) for ply, after, label in found)
+
+    def leftovers(self) -> None:
+        """The rows no game said become loose, unchanged."""
+        for wanted in (self.direct, self.children):
+            for fen, labels in wanted.items():
+                for label in labels:
+                    self.loose[label.split].append(self.rows_by_fen[label.split][fen])
+            wanted.clear()
+
+
+def pack(
+    splits: Sequence[SplitCount], games: Iterable[Game], out: str, level: int = ZSTD_LEVEL
+) -> dict:
+    """Writes the pack of `splits` (their rows found in `games`) to `out`, which must be
+    empty or absent; returns the manifest."""
+    packer = _Packer(splits)
+    packer.read()
+    for game in games:
+        packer.add_game(game)
+    packer.leftovers()
+    os.makedirs(out, exist_ok=True)
+    boards = sorted(packer.boards, key=lambda b: (b[0], b[1], b[2], b[3]))
+    games_table = pa.table(
+        [
+            pa.array([start for start, _ in packer.games], pa.string()),
+            pa.array([moves for _, moves in packer.games], pa.list_(pa.uint16())),
+        ],
+        schema=GAMES_SCHEMA,
+    )
+    boards_table = pa.table(
+        [
+            pa.array([b[3] for b in boards], pa.uint8()),
+            pa.array([b[0] for b in boards], pa.int32()),
+            pa.array([b[1] for b in boards], pa.uint16()),
+            pa.array([b[2] for b in boards], pa.uint16()),
+            pa.array([b[4].best for b in boards], pa.uint16()),
+            pa.array([b[4].cp for b in boards], pa.int32()),
+            pa.array([b[4].mate for b in boards], pa.int32()),
+            pa.array([b[4].count for b in boards], pa.int64()),
+            pa.array([b[4].partial for b in boards], pa.bool_()),
+        ],
+        schema=BOARDS_SCHEMA,
+    )
+    for table, name in ((games_table, GAMES_FILE), (boards_table, BOARDS_FILE)):
+        pq.write_table(table, os.path.join(out, name), compression="zstd", compression_level=level)
+    for index, split in enumerate(splits):
+        split.loose = len(packer.loose[index])
+        split.in_games = split.rows - split.loose
+        if split.loose:
+            path = os.path.join(out, LOOSE_DIR, f"{index:03d}.parquet")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            pq.write_table(
+                pa.Table.from_pylist(packer.loose[index], schema=BOARD_SCHEMA),
+                path,
+                compression="zstd",
+                compression_level=level,
+                row_group_size=ROW_GROUP_SIZE,
+            )
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "games": games_table.num_rows,
+        "plies": sum(len(m) for _, m in packer.games),
+        "boards": sum(s.rows for s in splits),
+        "in_games": sum(s.in_games for s in splits),
+        "loose": sum(s.loose for s in splits),
+        "bytes": pack_bytes(out),
+        "splits": [asdict(s) for s in splits],
+    }
+    with open(os.path.join(out, MANIFEST), "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    return manifest
+
+
+def pack_bytes(path: str) -> int:
+    return sum(
+        os.path.getsize(os.path.join(where, name))
+        for where, _, names in os.walk(path)
+        for name in names
+    )
+
+
+def is_pack(path: str) -> bool:
+    """Whether `path` is a folder holding a games pack."""
+    try:
+        with open(os.path.join(path, MANIFEST)) as f:
+            return json.load(f).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def read_manifest(path: str) -> dict:
+    try:
+        with open(os.path.join(path, MANIFEST)) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as e:
+        raise PackError(f"{path}: no readable {MANIFEST} ({e})") from e
+    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+        raise PackError(
+            f"{path}/{MANIFEST}: format {manifest.get('format')!r} version "
+            f"{manifest.get('version')!r}, not {FORMAT!r} version {VERSION}"
+        )
+    return manifest
+
+
+def _replay(task: tuple[str, list[int], list[tuple[int, int]]]) -> list[str]:
+    """The FENs of one game's boards: `(ply, after)` in increasing order."""
+    start, moves, wanted = task
+    board = chess.Board(start)
+    fens = []
+    played = 0
+    for ply, after in wanted:
+        if ply > len(moves):
+            raise PackError(f"a board at ply {ply} of a game of {len(moves)} moves")
+        while played < ply:
+            board.push(code_move(moves[played]))
+            played += 1
+        if after == NO_MOVE:
+            fens.append(board.fen())
+        else:
+            board.push(code_move(after))
+            fens.append(board.fen())
+            board.pop()
+    return fens
+
+
+def _replay_all(tasks: list) -> list[list[str]]:
+    return [_replay(task) for task in tasks]
+
+
+def _fens(games: pa.Table, boards: pa.Table, workers: int) -> list[str]:
+    """Each board's FEN, in the boards' order (which is by game, then ply)."""
+    starts = games.column("start").to_pylist()
+    moves = games.column("moves").to_pylist()
+    number = boards.column("game").to_pylist()
+    place = list(
+        zip(boards.column("ply").to_pylist(), boards.column("after").to_pylist(), strict=True)
+    )
+    if any(b < a for a, b in zip(number, number[1:], strict=False)):
+        raise PackError("the boards are not in their games' order")
+    tasks, begin = [], 0
+    while begin < len(number):
+        game = number[begin]
+        end = begin
+        while end < len(number) and number[end] == game:
+            end += 1
+        if not 0 <= game < len(starts):
+            raise PackError(f"a board of game {game}, of {len(starts)} games")
+        tasks.append((starts[game], moves[game] or [], place[begin:end]))
+        begin = end
+    if workers <= 1 or len(tasks) < 2 * workers:
+        return [fen for fens in _replay_all(tasks) for fen in fens]
+    from runtime.workers import SPAWN, worker_start
+
+    size = -(-len(tasks) // (workers * 4))
+    chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
+    with SPAWN.Pool(workers, initializer=worker_start) as pool:
+        return [fen for chunk in pool.map(_replay_all, chunks) for fens in chunk for fen in fens]
+
+
+def _rows(manifest: dict, boards: pa.Table, fens: list[str]) -> pa.Table:
+    """The board rows, in the board schema, of the boards the games say."""
+    splits = manifest["splits"]
+    split = boards.column("split").to_pylist()
+    best = [code_move(c).uci() for c in boards.column("best").to_pylist()]
+    cp = boards.column("cp").to_pylist()
+    mate = boards.column("mate").to_pylist()
+    value = [
+        win_probability(cp=c) if m is None else win_probability(mate=m)
+        for c, m in zip(cp, mate, strict=True)
+    ]
+
+    def shared(name: str) -> list:
+        return [splits[s]["shared"][name] for s in split]
+
+    columns = {
+        "fen": fens,
+        "count": boards.column("count"),
+        "moves": [[b] for b in best],
+        "win_probs": [[v] for v in value],
+        "cp": [[c] for c in cp],
+        "mate": [[m] for m in mate],
+        "partial": boards.column("partial"),
+        "best_move": best,
+        "state_win_prob": value,
+        "state_cp": cp,
+        "state_mate": mate,
+        **{name: shared(name) for name in SHARED},
+    }
+    return pa.table([pa.array(columns[f.name], f.type) for f in BOARD_SCHEMA], schema=BOARD_SCHEMA)
+
+
+def unpack(path: str, out: str, workers: int = 1) -> int:
+    """Writes every row of the pack at `path` as board shards into `out` (created; it must
+    not hold shards already); returns the rows written."""
+    manifest = read_manifest(path)
+    try:
+        games = pq.read_table(os.path.join(path, GAMES_FILE), schema=GAMES_SCHEMA)
+        boards = pq.read_table(os.path.join(path, BOARDS_FILE), schema=BOARDS_SCHEMA)
+    except (OSError, pa.ArrowInvalid) as e:
+        raise PackError(f"{path}: unreadable ({e})") from e
+    if any(s >= len(manifest["splits"]) for s in boards.column("split").to_pylist()):
+        raise PackError(f"{path}: a board of a split the manifest does not name")
+    rows = _rows(manifest, boards, _fens(games, boards, workers))
+    loose_dir = os.path.join(path, LOOSE_DIR)
+    loose = sorted(os.listdir(loose_dir)) if os.path.isdir(loose_dir) else []
+    parts = [rows.slice(i, ROWS_PER_SHARD) for i in range(0, rows.num_rows, ROWS_PER_SHARD)]
+    parts += [read_board_file(os.path.join(loose_dir, name)) for name in loose]
+    os.makedirs(out, exist_ok=True)
+    if any(name.startswith("boards-") for name in os.listdir(out)):
+        raise PackError(f"{out} holds board shards already: not mixed with the pack's")
+    for index, part in enumerate(parts):
+        target = os.path.join(out, shard_name("boards", index, len(parts)))
+        pq.write_table(part, target + ".partial", row_group_size=ROW_GROUP_SIZE)
+        os.replace(target + ".partial", target)
+    return sum(part.num_rows for part in parts)
