@@ -17,6 +17,10 @@ at its limit still brings back the model of the minute before:
   at the end a short evaluation (puzzle accuracy of the exported model);
 - `metrics.jsonl`: the trainer's log records; `log.txt`: the command's lines.
 
+`--data` may be a games pack (jobs/pack_games.py): it is unpacked on every core into board
+shards beside the run directory (`<run>-data`, kept for a second call on the warm machine)
+before anything else, inside the budget.
+
 `--dry-run`: toy sizes on the CPU (one layer of width 16, batches of 8, float32) over a
 budget of seconds, end to end, as a test runs it.
 """
@@ -95,6 +99,35 @@ def data_summary(path: str) -> dict[str, Any]:
     }
 
 
+def training_data(window: Window, data: str, run: str) -> tuple[str, dict[str, Any] | None]:
+    """`data` itself, or for a games pack (jobs/pack_games.py) the board shards it unpacks to
+    beside the run directory, on every core; a second call on the still-warm machine finds
+    them there."""
+    from pipeline.game_pack import is_pack, pack_bytes, unpack
+    from runtime.workers import usable_cores
+
+    if not is_pack(data):
+        return data, None
+    target = f"{run}-data"
+    done = os.path.join(target, "unpacked.json")
+    if os.path.exists(done):
+        with open(done) as f:
+            return target, json.load(f)
+    shutil.rmtree(target, ignore_errors=True)
+    began = time.monotonic()
+    rows = unpack(data, target, workers=usable_cores())
+    info = {
+        "path": data,
+        "bytes": pack_bytes(data),
+        "rows": rows,
+        "unpack_s": round(time.monotonic() - began, 1),
+    }
+    with open(done, "w") as f:
+        json.dump(info, f)
+    window.log(f"unpacked {rows:,} boards of the games pack {data} in {info['unpack_s']}s")
+    return target, info
+
+
 def environment() -> dict[str, Any]:
     import jax
     import jaxlib
@@ -124,7 +157,7 @@ def export(window: Window, run: str, config, step: int, state) -> None:
     meta = {
         "source": "gpu_window",
         "environment": window.document["environment"],
-        "data": {k: data[k] for k in ("path", "boards", "bytes")},
+        "data": {k: data[k] for k in ("path", "boards", "bytes", "pack") if k in data},
         "examples_seen": step * batch,
         "wall_s": round(window.elapsed(), 1),
     }
@@ -187,11 +220,12 @@ def run_window(args: argparse.Namespace, window: Window) -> int:
     from model.training.wall_clock import WallClock
 
     overrides = list(DRY_RUN_SETTINGS if args.dry_run else ()) + list(args.set)
+    train_data, pack = training_data(window, args.data, args.run)
     config = resolve_config(
         argparse.Namespace(
             config=args.config,
             set=overrides,
-            data=args.data,
+            data=train_data,
             test_data=args.test_data or "",
             steps=args.steps,
             batch_size=None,
@@ -200,6 +234,8 @@ def run_window(args: argparse.Namespace, window: Window) -> int:
     )
     config = config_lib.validate(config)
     data = data_summary(config.data.train)
+    if pack is not None:
+        data["pack"] = pack
     if args.epochs is not None:
         steps = schedule_steps(args.epochs, data["boards"], config.train.batch_size)
         config = replace(config, train=replace(config.train, num_steps=steps))
@@ -254,7 +290,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m jobs.gpu_window", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="any model/configs/*.toml")
-    parser.add_argument("--data", required=True, help="training shards (dir, file or glob)")
+    parser.add_argument(
+        "--data", required=True, help="training shards (dir, file or glob), or a games pack"
+    )
     parser.add_argument("--test-data", help="test shards, for the trainer's evaluation")
     parser.add_argument("--out", required=True, help="what comes back ($OUT on the device)")
     parser.add_argument("--run", help="the run directory (default: /tmp/gpu-window-run)")
@@ -284,6 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from model.checkpoint import DamagedCheckpointError
     from model.config import ConfigError
     from model.data.loader import DataError
+    from pipeline.game_pack import PackError
 
     try:
         check_dir(args.out)
@@ -293,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
-    except (DataError, SchemaError, FileNotFoundError, DamagedCheckpointError) as e:
+    except (DataError, SchemaError, FileNotFoundError, DamagedCheckpointError, PackError) as e:
         print(f"data error: {e}", file=sys.stderr)
         return 1
     except OutputError as e:

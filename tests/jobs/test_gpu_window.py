@@ -218,3 +218,55 @@ def test_window_refuses_bad_input_in_one_line_before_training(shards, tmp_path, 
     err = capsys.readouterr().err.strip()
     assert err == "config error: --minutes 1.0 leaves no training time after --reserve-s 75.0"
     assert not (out / "model.tar.00").exists()
+
+
+@pytest.fixture(scope="module")
+def games_pack(stockfish, tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path]:
+    """A games pack of two real games' boards searched by the real engine, and those rows."""
+    from jobs import pack_games
+    from pipeline.annotate import annotate
+
+    base = tmp_path_factory.mktemp("games")
+    source = base / "games.pgn"
+    source.write_text(
+        '[Event "T"]\n[Site "https://lichess.org/window01"]\n[Result "1-0"]\n\n'
+        "1. e4 e5 2. Bc4 Nc6 3. Qh5 Nf6 4. Qxf7# 1-0\n\n"
+        '[Event "T"]\n[Site "https://lichess.org/window02"]\n[Result "*"]\n\n'
+        "1. d4 d5 2. c4 e6 3. Nc3 Nf6 4. Bg5 Be7 *\n\n"
+    )
+    annotated = base / "annotated"
+    annotate.run(
+        [str(source), "--out", str(annotated), "--mode", "search", "--limit", "nodes=20",
+         "--engine", stockfish, "--progress-seconds", "3600"]
+    )  # fmt: skip
+    pack = base / "pack"
+    argv = ["--out", str(pack), "--split", str(annotated / "train"), "--games", str(source)]
+    assert pack_games.main([*argv, "--quiet", "--budget-mib", "1"]) == 0
+    return pack, annotated / "train"
+
+
+def test_window_unpacks_a_games_pack_once_beside_its_run(games_pack, tmp_path):
+    pack, rows = games_pack
+    window = gpu_window.Window(str(tmp_path / "out"))
+    (tmp_path / "out").mkdir()
+    run = str(tmp_path / "run")
+    data, info = gpu_window.training_data(window, str(pack), run)
+    source = read_boards(str(rows)).to_pylist()  # 14: the two games share their first board
+    assert data == f"{run}-data" and info["rows"] == len(source) == 14 and info["bytes"] > 0
+    assert sorted(read_boards(data).to_pylist(), key=repr) == sorted(source, key=repr)
+    assert "unpacked 14 boards" in (tmp_path / "out" / "log.txt").read_text()
+    # A second call on the warm machine finds them; shards are passed through as they are.
+    assert gpu_window.training_data(window, str(pack), run) == (data, info)
+    assert gpu_window.training_data(window, str(rows), run) == (str(rows), None)
+
+
+def test_window_refuses_a_damaged_games_pack_in_one_line(games_pack, tmp_path, capsys):
+    import shutil
+
+    pack = tmp_path / "pack"
+    shutil.copytree(games_pack[0], pack)
+    (pack / "games.parquet").write_bytes(b"not parquet")
+    argv = ["--data", str(pack), "--out", str(tmp_path / "out"), "--run", str(tmp_path / "run")]
+    assert gpu_window.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"data error: {pack}: unreadable")
