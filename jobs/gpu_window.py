@@ -39,7 +39,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.schema import SchemaError, board_files, read_metadata
+from pipeline.game_pack import PackError, is_pack, pack_bytes, unpack
 from runtime.outputs import OutputError, check_dir
+from runtime.workers import usable_cores
 
 DEFAULT_CONFIG = "model/configs/gpu-squares.toml"
 DEFAULT_PUZZLES = "data/sample/puzzles.csv"
@@ -103,9 +105,6 @@ def training_data(window: Window, data: str, run: str) -> tuple[str, dict[str, A
     """`data` itself, or for a games pack (jobs/pack_games.py) the board shards it unpacks to
     beside the run directory, on every core; a second call on the still-warm machine finds
     them there."""
-    from pipeline.game_pack import is_pack, pack_bytes, unpack
-    from runtime.workers import usable_cores
-
     if not is_pack(data):
         return data, None
     target = f"{run}-data"
@@ -322,7 +321,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from model.checkpoint import DamagedCheckpointError
     from model.config import ConfigError
     from model.data.loader import DataError
-    from pipeline.game_pack import PackError
 
     try:
         check_dir(args.out)

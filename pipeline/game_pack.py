@@ -44,6 +44,7 @@ from core.schema import (
     shard_name,
 )
 from core.values import win_probability
+from runtime.workers import SPAWN, worker_start
 
 FORMAT = "games"
 VERSION = 1
@@ -358,8 +359,6 @@ def _fens(games: pa.Table, boards: pa.Table, workers: int) -> list[str]:
         begin = end
     if workers <= 1 or len(tasks) < 2 * workers:
         return [fen for fens in _replay_all(tasks) for fen in fens]
-    from runtime.workers import SPAWN, worker_start
-
     size = -(-len(tasks) // (workers * 4))
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
     with SPAWN.Pool(workers, initializer=worker_start) as pool:

@@ -49,6 +49,17 @@ def test_multi_line_comments_with_tag_like_lines_stay_inside_the_game():
     assert len(pgn.parse_game(game).fens) == 3
 
 
+def test_each_board_comes_with_the_move_played_from_it(pgn_samples):
+    (game,) = _games(pgn_samples.scholars_mate)
+    result = pgn.parse_game(game)
+    assert result.moves == ("e2e4", "e7e5", "f1c4", "b8c6", "d1h5", "g8f6", "h5f7")
+    board = chess.Board()
+    for fen, move in zip(result.fens, result.moves, strict=True):
+        assert board.fen() == fen
+        board.push_uci(move)
+    assert board.is_checkmate()
+
+
 def test_a_game_with_only_headers_is_counted_as_having_no_moves(pgn_samples):
     text = '[Event "x"]\n[Site "https://lichess.org/empty001"]\n\n' + pgn_samples.italian
     games = _games(text)
