@@ -39,8 +39,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.schema import SchemaError, board_files, read_metadata
-from pipeline.game_pack import PackError, is_pack, pack_bytes, unpack
-from runtime.outputs import OutputError, check_dir
+from pipeline.game_pack import PackError, is_pack, unpack
+from runtime.outputs import OutputError, check_dir, folder_bytes
 from runtime.workers import usable_cores
 
 DEFAULT_CONFIG = "model/configs/gpu-squares.toml"
@@ -117,7 +117,7 @@ def training_data(window: Window, data: str, run: str) -> tuple[str, dict[str, A
     rows = unpack(data, target, workers=usable_cores())
     info = {
         "path": data,
-        "bytes": pack_bytes(data),
+        "bytes": folder_bytes(data),
         "rows": rows,
         "unpack_s": round(time.monotonic() - began, 1),
     }

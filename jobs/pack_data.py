@@ -49,11 +49,11 @@ from core.schema import (
     reading_shard,
     shard_name,
 )
-from runtime.outputs import OutputError, check_dir
+from pipeline.game_pack import MANIFEST
+from runtime.outputs import OutputError, check_dir, folder_bytes
 
 CARRY_LIMIT = 64 * 2**20  # what one device call may carry, the working tree included
 MARGIN = 2 * 2**20  # files made between packing and the call (logs, caches)
-MANIFEST = "pack.json"
 # What --policy-only nulls: read by no BC or AV training (core.schema: all nullable).
 POLICY_UNUSED = ("cp", "mate", "state_win_prob", "state_cp", "state_mate")
 # What --policy-value nulls: a BC policy's value head (model.policy_value) reads the board's
@@ -87,16 +87,17 @@ def tracked_bytes(root: str = ".") -> int:
     )
 
 
-def folder_bytes(path: str) -> int:
-    return sum(
-        os.path.getsize(os.path.join(where, name))
-        for where, _, names in os.walk(path)
-        for name in names
-    )
-
-
 def default_budget(beside: Sequence[str], root: str = ".") -> int:
     return CARRY_LIMIT - tracked_bytes(root) - sum(map(folder_bytes, beside)) - MARGIN
+
+
+def clear_pack(out: str) -> None:
+    """An earlier pack at `out` (of either packer) is removed; a folder of other files is a
+    slip, not replaced."""
+    if os.path.isdir(out) and os.listdir(out):
+        if not os.path.exists(os.path.join(out, MANIFEST)):
+            raise OutputError(f"{out} is not empty and holds no {MANIFEST}: not replaced")
+        shutil.rmtree(out)
 
 
 def recompress(source: str, target: str, level: int, nulled: Sequence[str] = ()) -> int:
@@ -129,11 +130,7 @@ def pack(
     for file in sources:  # a file of the wrong schema stops the packing before any work
         with reading_shard(file):
             check_schema(pq.read_schema(file), file)
-    if os.path.isdir(out) and os.listdir(out):
-        if not os.path.exists(os.path.join(out, MANIFEST)):
-            # Only an earlier pack is replaced: --out naming a folder of other files is a slip.
-            raise OutputError(f"{out} is not empty and holds no {MANIFEST}: not replaced")
-        shutil.rmtree(out)
+    clear_pack(out)
     os.makedirs(out, exist_ok=True)
     packed: list[Packed] = []
     used = 0

@@ -30,9 +30,9 @@ from collections.abc import Iterator, Sequence
 import chess
 
 from core.schema import SchemaError
-from jobs.pack_data import default_budget
+from jobs.pack_data import clear_pack, default_budget
 from pipeline import pgn
-from pipeline.game_pack import MANIFEST, Game, PackError, SplitCount, pack
+from pipeline.game_pack import Game, PackError, SplitCount, pack
 from pipeline.sources import NoInputError, expand_inputs, read_lines
 from runtime.outputs import OutputError, check_dir
 from runtime.progress import Progress
@@ -70,14 +70,6 @@ def name_of(path: str) -> str:
     return path if glob.has_magic(path) else os.path.basename(os.path.normpath(path))
 
 
-def clear_out(out: str) -> None:
-    """An earlier pack at `out` is replaced; a folder of other files is a slip, not replaced."""
-    if os.path.isdir(out) and os.listdir(out):
-        if not os.path.exists(os.path.join(out, MANIFEST)):
-            raise OutputError(f"{out} is not empty and holds no {MANIFEST}: not replaced")
-        shutil.rmtree(out)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jobs.pack_games", description=__doc__.split("\n\n")[0]
@@ -100,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     began = time.monotonic()
     try:
         check_dir(args.out)
-        clear_out(args.out)
+        clear_pack(args.out)
         splits = split_counts(args.split, args.after_move)
         manifest = pack(splits, read_games(args.games, not args.quiet), args.out)
         if manifest["bytes"] > budget:

@@ -44,6 +44,7 @@ from core.schema import (
     shard_name,
 )
 from core.values import win_probability
+from runtime.outputs import folder_bytes
 from runtime.workers import SPAWN, worker_start
 
 FORMAT = "games"
@@ -272,21 +273,13 @@ def pack(
         "boards": sum(s.rows for s in splits),
         "in_games": sum(s.in_games for s in splits),
         "loose": sum(s.loose for s in splits),
-        "bytes": pack_bytes(out),
+        "bytes": folder_bytes(out),
         "splits": [asdict(s) for s in splits],
     }
     with open(os.path.join(out, MANIFEST), "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
     return manifest
-
-
-def pack_bytes(path: str) -> int:
-    return sum(
-        os.path.getsize(os.path.join(where, name))
-        for where, _, names in os.walk(path)
-        for name in names
-    )
 
 
 def is_pack(path: str) -> bool:

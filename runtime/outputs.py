@@ -59,6 +59,15 @@ def check_dir(path: str, option: str = "--out") -> None:
         _writable_dir(path, option, path)
 
 
+def folder_bytes(path: str) -> int:
+    """The bytes of every file under `path`."""
+    return sum(
+        os.path.getsize(os.path.join(where, name))
+        for where, _, names in os.walk(path)
+        for name in names
+    )
+
+
 def check_file(path: str, option: str = "--out") -> None:
     """That the command can write file `path` (its directory made later if missing; an
     existing file opened for writing but left as it is); OutputError if not. Creates
