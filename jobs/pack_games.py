@@ -1,7 +1,7 @@
 """Packs annotated splits as the games they come from, for a lent accelerator: a board is its
 place in a game and its label, ~5 bytes instead of a FEN's ~40 (pipeline/game_pack.py).
 
-    python -m jobs.pack_games --out gpu-carry/games \\
+    python -m jobs.pack_games --out gpu-carry/data \\
         --split data/cpu-model/annotated/search-lichess \\
         --after-move data/cpu-model/annotated/search-random-move \\
         --games ../shared/data/games [--beside gpu-carry/wheels] [--budget-mib N]
@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jobs.pack_games", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--out", default="gpu-carry/games", help="the pack's folder (replaced)")
+    parser.add_argument("--out", default="gpu-carry/data", help="the pack's folder (replaced)")
     parser.add_argument("--split", action="append", default=[], help="boards of the games")
     parser.add_argument(
         "--after-move", action="append", default=[], help="boards one move past the games'"
