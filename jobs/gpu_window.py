@@ -103,15 +103,17 @@ def data_summary(path: str) -> dict[str, Any]:
 
 def training_data(window: Window, data: str, run: str) -> tuple[str, dict[str, Any] | None]:
     """`data` itself, or for a games pack (jobs/pack_games.py) the board shards it unpacks to
-    beside the run directory, on every core; a second call on the still-warm machine finds
-    them there."""
+    beside the run directory, on every core; a second call on the still-warm machine with the
+    same --data finds them there."""
     if not is_pack(data):
         return data, None
-    target = f"{run}-data"
+    target = os.path.normpath(run) + "-data"
     done = os.path.join(target, "unpacked.json")
     if os.path.exists(done):
         with open(done) as f:
-            return target, json.load(f)
+            info = json.load(f)
+        if info.get("path") == data:
+            return target, info
     shutil.rmtree(target, ignore_errors=True)
     began = time.monotonic()
     rows = unpack(data, target, workers=usable_cores())

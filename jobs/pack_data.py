@@ -91,12 +91,17 @@ def default_budget(beside: Sequence[str], root: str = ".") -> int:
     return CARRY_LIMIT - tracked_bytes(root) - sum(map(folder_bytes, beside)) - MARGIN
 
 
+def check_replaceable(out: str) -> None:
+    """Only an earlier pack (of either packer) is replaced: --out naming a folder of other
+    files is a slip."""
+    if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MANIFEST)):
+        raise OutputError(f"{out} is not empty and holds no {MANIFEST}: not replaced")
+
+
 def clear_pack(out: str) -> None:
-    """An earlier pack at `out` (of either packer) is removed; a folder of other files is a
-    slip, not replaced."""
-    if os.path.isdir(out) and os.listdir(out):
-        if not os.path.exists(os.path.join(out, MANIFEST)):
-            raise OutputError(f"{out} is not empty and holds no {MANIFEST}: not replaced")
+    """An earlier pack at `out` is removed (see check_replaceable)."""
+    check_replaceable(out)
+    if os.path.isdir(out):
         shutil.rmtree(out)
 
 

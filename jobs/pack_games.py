@@ -14,7 +14,9 @@ do not say (another shape, a board in none of them) is carried unchanged in `loo
 pack holds every row of the splits: `jobs.gpu_window --data` unpacks it on the device
 (`pipeline.game_pack.unpack`) before it trains. The pack must fit the budget: by default what
 the 64 MiB a device call carries leave after the repository's tracked files and the
-`--beside` folders (jobs/pack_data.py).
+`--beside` folders (jobs/pack_data.py). It is written as `<out>.partial` and replaces an
+earlier pack at `--out` only once it is whole and within the budget, so a failed run leaves
+that pack as it was; the inputs are checked before the minutes of reading.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from collections.abc import Iterator, Sequence
 
 import chess
 
-from core.schema import SchemaError
-from jobs.pack_data import clear_pack, default_budget
+from core.schema import SchemaError, board_files
+from jobs.pack_data import check_replaceable, clear_pack, default_budget
 from pipeline import pgn
 from pipeline.game_pack import Game, PackError, SplitCount, pack
 from pipeline.sources import NoInputError, expand_inputs, read_lines
@@ -42,7 +44,7 @@ from runtime.text_files import InputError
 def read_games(patterns: Sequence[str], progress: bool = True) -> Iterator[Game]:
     """The games of the PGN inputs a split is annotated from, as `parse_game` reads them (a
     game it skips gives no boards there either)."""
-    inputs = expand_inputs(list(patterns))
+    inputs = expand_inputs(list(patterns))  # a pattern matching nothing is an error
     shown = Progress("games", None, unit="games") if progress else None
     read = 0
     for path in inputs:
@@ -90,17 +92,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         int(args.budget_mib * 2**20) if args.budget_mib is not None else default_budget(args.beside)
     )
     began = time.monotonic()
+    partial = os.path.normpath(args.out) + ".partial"
     try:
         check_dir(args.out)
-        clear_pack(args.out)
-        splits = split_counts(args.split, args.after_move)
-        manifest = pack(splits, read_games(args.games, not args.quiet), args.out)
+        check_replaceable(args.out)
+        for path in (*args.split, *args.after_move):
+            board_files(path)  # a typo stops here, before minutes of reading
+        inputs = expand_inputs(list(args.games))
+        shutil.rmtree(partial, ignore_errors=True)
+        manifest = pack(
+            split_counts(args.split, args.after_move), read_games(inputs, not args.quiet), partial
+        )
         if manifest["bytes"] > budget:
-            shutil.rmtree(args.out)
+            shutil.rmtree(partial)
             raise OutputError(
                 f"the pack is {manifest['bytes'] / 2**20:.1f} MiB, over the budget of "
-                f"{budget / 2**20:.1f} MiB: removed; pack fewer splits or raise --budget-mib"
+                f"{budget / 2**20:.1f} MiB: not written; pack fewer splits or raise --budget-mib"
             )
+        clear_pack(args.out)
+        os.replace(partial, args.out)
     except (FileNotFoundError, NoInputError, InputError, SchemaError, PackError, OutputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

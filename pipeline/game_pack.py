@@ -27,6 +27,7 @@ computed it, and a row whose value is not that is loose).
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -39,6 +40,7 @@ import pyarrow.parquet as pq
 from core.schema import (
     BOARD_SCHEMA,
     ROW_GROUP_SIZE,
+    SchemaError,
     board_files,
     read_board_file,
     shard_name,
@@ -55,6 +57,7 @@ BOARDS_FILE = "boards.parquet"
 LOOSE_DIR = "loose"
 NO_MOVE = 0  # no legal move is a1a1, so code 0 says "none"
 ROWS_PER_SHARD = 100_000
+MAX_SPLITS = 255  # a board's split is a uint8
 ZSTD_LEVEL = 19
 # The columns every row of a split shares, kept once in the manifest.
 SHARED = ("source", "engine", "limit")
@@ -119,6 +122,8 @@ class _Label:
     mate: int | None
     count: int
     partial: bool
+    file: int  # where the row is (the packer's `files`), should no game say it
+    row: int
 
 
 def _shared(row: dict) -> tuple:
@@ -138,12 +143,12 @@ def _compact(row: dict) -> bool:
 
 
 def _most_shared(files: Sequence[str]) -> tuple:
-    """The values of the SHARED columns most rows of the files have."""
+    """The values of the SHARED columns most rows of the files have (None: no rows)."""
     counts: collections.Counter[tuple] = collections.Counter()
     for file in files:
         table = read_board_file(file, list(SHARED))
         counts.update(zip(*(table.column(name).to_pylist() for name in SHARED), strict=True))
-    return counts.most_common(1)[0][0]
+    return counts.most_common(1)[0][0] if counts else None
 
 
 class _Packer:
@@ -152,7 +157,7 @@ class _Packer:
         self.direct: dict[str, list[_Label]] = {}
         self.children: dict[str, list[_Label]] = {}
         self.loose: list[list[dict]] = [[] for _ in splits]
-        self.rows_by_fen: list[dict[str, dict]] = [{} for _ in splits]
+        self.files: list[str] = []
         self.scanned: set[str] = set()  # boards whose children were looked up
         self.games: list[tuple[str, list[int]]] = []
         self.boards: list[tuple[int, int, int, int, _Label]] = []
@@ -161,10 +166,13 @@ class _Packer:
         for index, split in enumerate(self.splits):
             files = board_files(split.path)
             shared = _most_shared(files)
+            if shared is None:
+                raise PackError(f"{split.path}: no rows to pack")
             split.shared = dict(zip(SHARED, shared, strict=True))
             wanted = self.children if split.after_move else self.direct
             for file in files:
-                for row in read_board_file(file).to_pylist():
+                self.files.append(file)
+                for number, row in enumerate(read_board_file(file).to_pylist()):
                     split.rows += 1
                     if _shared(row) != shared or not _compact(row):
                         self.loose[index].append(row)
@@ -176,9 +184,10 @@ class _Packer:
                         row["state_mate"],
                         row["count"],
                         row["partial"],
+                        len(self.files) - 1,
+                        number,
                     )
                     wanted.setdefault(row["fen"], []).append(label)
-                    self.rows_by_fen[index][row["fen"]] = row
 
     def add_game(self, game: Game) -> None:
         if not self.direct and not self.children:
@@ -209,12 +218,20 @@ class _Packer:
         self.boards.extend((number, ply, after, label.split, label) for ply, after, label in found)
 
     def leftovers(self) -> None:
-        """The rows no game said become loose, unchanged."""
-        for wanted in (self.direct, self.children):
-            for fen, labels in wanted.items():
-                for label in labels:
-                    self.loose[label.split].append(self.rows_by_fen[label.split][fen])
-            wanted.clear()
+        """The rows no game said become loose, unchanged (read again from their files)."""
+        unsaid = sorted(
+            (label.file, label.row, label.split)
+            for wanted in (self.direct, self.children)
+            for labels in wanted.values()
+            for label in labels
+        )
+        self.direct.clear()
+        self.children.clear()
+        for file, group in itertools.groupby(unsaid, key=lambda x: x[0]):
+            group = list(group)
+            rows = read_board_file(self.files[file]).take([row for _, row, _ in group])
+            for (_, _, split), row in zip(group, rows.to_pylist(), strict=True):
+                self.loose[split].append(row)
 
 
 def pack(
@@ -222,6 +239,10 @@ def pack(
 ) -> dict:
     """Writes the pack of `splits` (their rows found in `games`) to `out`, which must be
     empty or absent; returns the manifest."""
+    if os.path.isdir(out) and os.listdir(out):
+        raise PackError(f"{out} is not empty: a pack is written into an empty folder")
+    if len(splits) > MAX_SPLITS:
+        raise PackError(f"{len(splits)} splits: a pack holds at most {MAX_SPLITS}")
     packer = _Packer(splits)
     packer.read()
     for game in games:
@@ -256,7 +277,7 @@ def pack(
         split.loose = len(packer.loose[index])
         split.in_games = split.rows - split.loose
         if split.loose:
-            path = os.path.join(out, LOOSE_DIR, f"{index:03d}.parquet")
+            path = os.path.join(out, LOOSE_DIR, _loose_name(index))
             os.makedirs(os.path.dirname(path), exist_ok=True)
             pq.write_table(
                 pa.Table.from_pylist(packer.loose[index], schema=BOARD_SCHEMA),
@@ -314,6 +335,8 @@ def _replay(task: tuple[str, list[int], list[tuple[int, int]]]) -> list[str]:
     for ply, after in wanted:
         if ply > len(moves):
             raise PackError(f"a board at ply {ply} of a game of {len(moves)} moves")
+        if ply < played:
+            raise PackError(f"a board at ply {ply} after one at ply {played}: not in order")
         while played < ply:
             board.push(code_move(moves[played]))
             played += 1
@@ -375,12 +398,12 @@ def _rows(manifest: dict, boards: pa.Table, fens: list[str]) -> pa.Table:
 
     columns = {
         "fen": fens,
-        "count": boards.column("count"),
+        "count": boards.column("count").to_pylist(),
         "moves": [[b] for b in best],
         "win_probs": [[v] for v in value],
         "cp": [[c] for c in cp],
         "mate": [[m] for m in mate],
-        "partial": boards.column("partial"),
+        "partial": boards.column("partial").to_pylist(),
         "best_move": best,
         "state_win_prob": value,
         "state_cp": cp,
@@ -390,25 +413,52 @@ def _rows(manifest: dict, boards: pa.Table, fens: list[str]) -> pa.Table:
     return pa.table([pa.array(columns[f.name], f.type) for f in BOARD_SCHEMA], schema=BOARD_SCHEMA)
 
 
+def _read_table(path: str, name: str, schema: pa.Schema) -> pa.Table:
+    file = os.path.join(path, name)
+    try:
+        found = pq.read_schema(file)
+        if not found.equals(schema):
+            raise PackError(f"{file}: columns {found.names}, not the pack's {schema.names}")
+        return pq.read_table(file)
+    except (OSError, pa.ArrowInvalid) as e:
+        raise PackError(f"{path}: unreadable ({e})") from e
+
+
+def _loose_name(split: int) -> str:
+    return f"{split:03d}.parquet"
+
+
 def unpack(path: str, out: str, workers: int = 1) -> int:
     """Writes every row of the pack at `path` as board shards into `out` (created; it must
     not hold shards already); returns the rows written."""
     manifest = read_manifest(path)
+    if os.path.isdir(out) and any(name.startswith("boards-") for name in os.listdir(out)):
+        raise PackError(f"{out} holds board shards already: not mixed with the pack's")
+    games = _read_table(path, GAMES_FILE, GAMES_SCHEMA)
+    boards = _read_table(path, BOARDS_FILE, BOARDS_SCHEMA)
     try:
-        games = pq.read_table(os.path.join(path, GAMES_FILE), schema=GAMES_SCHEMA)
-        boards = pq.read_table(os.path.join(path, BOARDS_FILE), schema=BOARDS_SCHEMA)
-    except (OSError, pa.ArrowInvalid) as e:
-        raise PackError(f"{path}: unreadable ({e})") from e
-    if any(s >= len(manifest["splits"]) for s in boards.column("split").to_pylist()):
+        splits = manifest["splits"]
+        expected = manifest["boards"]
+        loose = [_loose_name(i) for i, split in enumerate(splits) if split["loose"]]
+        if any(name not in split["shared"] for split in splits for name in SHARED):
+            raise KeyError("shared columns")
+    except (KeyError, TypeError) as e:
+        raise PackError(f"{path}/{MANIFEST}: no {e} in it") from e
+    if any(s >= len(splits) for s in boards.column("split").to_pylist()):
         raise PackError(f"{path}: a board of a split the manifest does not name")
     rows = _rows(manifest, boards, _fens(games, boards, workers))
     loose_dir = os.path.join(path, LOOSE_DIR)
-    loose = sorted(os.listdir(loose_dir)) if os.path.isdir(loose_dir) else []
     parts = [rows.slice(i, ROWS_PER_SHARD) for i in range(0, rows.num_rows, ROWS_PER_SHARD)]
-    parts += [read_board_file(os.path.join(loose_dir, name)) for name in loose]
+    try:
+        parts += [read_board_file(os.path.join(loose_dir, name)) for name in loose]
+    except (OSError, SchemaError) as e:
+        raise PackError(f"{path}: loose rows unreadable ({e})") from e
+    if sum(part.num_rows for part in parts) != expected:
+        raise PackError(
+            f"{path}: {sum(part.num_rows for part in parts):,} rows, where {MANIFEST} says "
+            f"{expected:,}: the pack is damaged"
+        )
     os.makedirs(out, exist_ok=True)
-    if any(name.startswith("boards-") for name in os.listdir(out)):
-        raise PackError(f"{out} holds board shards already: not mixed with the pack's")
     for index, part in enumerate(parts):
         target = os.path.join(out, shard_name("boards", index, len(parts)))
         pq.write_table(part, target + ".partial", row_group_size=ROW_GROUP_SIZE)

@@ -258,6 +258,14 @@ def test_window_unpacks_a_games_pack_once_beside_its_run(games_pack, tmp_path):
     # A second call on the warm machine finds them; shards are passed through as they are.
     assert gpu_window.training_data(window, str(pack), run) == (data, info)
     assert gpu_window.training_data(window, str(rows), run) == (str(rows), None)
+    # Another pack given to the same run is unpacked anew, not mistaken for the first.
+    import shutil
+
+    other = tmp_path / "other-pack"
+    shutil.copytree(pack, other)
+    again, other_info = gpu_window.training_data(window, str(other), run + "/")
+    assert again == data and other_info["path"] == str(other)
+    assert (tmp_path / "out" / "log.txt").read_text().count("unpacked 14 boards") == 2
 
 
 def test_window_refuses_a_damaged_games_pack_in_one_line(games_pack, tmp_path, capsys):

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core.schema import read_boards
+from core.schema import read_boards, write_boards
 from jobs import pack_games
 from pipeline import game_pack, pgn
 from pipeline.annotate import annotate
@@ -107,6 +107,33 @@ def test_a_board_of_no_given_game_is_carried_loose(annotated, games_file, tmp_pa
     assert sorted_rows(read_boards(str(tmp_path / "out"))) == sorted_rows(source)
 
 
+def test_the_same_board_twice_in_a_split_comes_back_twice(annotated, tmp_path):
+    rows = read_boards(str(annotated / "search")).to_pylist()[:20]
+    folder = tmp_path / "twice"
+    write_boards(rows, str(folder / "boards-00000-of-00002.parquet"))
+    write_boards(
+        [{**row, "count": row["count"] + 1} for row in rows],
+        str(folder / "boards-00001-of-00002.parquet"),
+    )
+    only = [game_pack.SplitCount("twice", str(folder), False)]
+    manifest = game_pack.pack(only, [], str(tmp_path / "pack"))  # in no game: all loose
+    assert manifest["splits"][0]["loose"] == 40
+    game_pack.unpack(str(tmp_path / "pack"), str(tmp_path / "out"))
+    assert sorted_rows(read_boards(str(tmp_path / "out"))) == sorted_rows(read_boards(str(folder)))
+
+
+def test_an_empty_split_or_a_used_folder_is_refused(annotated, tmp_path):
+    empty = tmp_path / "empty"
+    write_boards([], str(empty / "boards-00000-of-00001.parquet"))
+    with pytest.raises(game_pack.PackError, match="no rows to pack"):
+        game_pack.pack([game_pack.SplitCount("e", str(empty), False)], [], str(tmp_path / "a"))
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "old.parquet").write_text("x")
+    with pytest.raises(game_pack.PackError, match="is not empty"):
+        game_pack.pack(splits(annotated, ("search",)), [], str(used))
+
+
 def test_unpacking_on_several_workers_gives_the_same_shards(annotated, games_file, tmp_path):
     game_pack.pack(splits(annotated, ("search",)), games(games_file), str(tmp_path / "pack"))
     game_pack.unpack(str(tmp_path / "pack"), str(tmp_path / "one"), workers=1)
@@ -132,7 +159,25 @@ def test_a_damaged_pack_is_refused_in_one_line(annotated, games_file, tmp_path):
     )
     with pytest.raises(game_pack.PackError, match="ply 60000 of a game of"):
         game_pack.unpack(str(pack), str(tmp_path / "out"))
+    ply[-1], ply[1] = ply[1], ply[2] + 1  # a game's boards out of order
+    pq.write_table(
+        boards.set_column(index, boards.schema.field(index), pa.array(ply, pa.uint16())),
+        pack / game_pack.BOARDS_FILE,
+    )
+    with pytest.raises(game_pack.PackError, match="not in order"):
+        game_pack.unpack(str(pack), str(tmp_path / "out"))
+    pq.write_table(boards.slice(1), pack / game_pack.BOARDS_FILE)  # a row lost
+    with pytest.raises(game_pack.PackError, match="the pack is damaged"):
+        game_pack.unpack(str(pack), str(tmp_path / "out"))
+    pq.write_table(boards.drop_columns(["cp"]), pack / game_pack.BOARDS_FILE)
+    with pytest.raises(game_pack.PackError, match="not the pack's"):
+        game_pack.unpack(str(pack), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()  # nothing written by a refused unpack
+    pq.write_table(boards, pack / game_pack.BOARDS_FILE)
     manifest = json.loads((pack / game_pack.MANIFEST).read_text())
+    (pack / game_pack.MANIFEST).write_text(json.dumps({**manifest, "splits": None}))
+    with pytest.raises(game_pack.PackError, match="pack.json: no"):
+        game_pack.unpack(str(pack), str(tmp_path / "out"))
     (pack / game_pack.MANIFEST).write_text(json.dumps({**manifest, "version": 99}))
     assert not game_pack.is_pack(str(tmp_path / "nowhere"))
     with pytest.raises(game_pack.PackError, match="version 99"):
@@ -147,9 +192,20 @@ def test_pack_command_reports_and_keeps_to_its_budget(annotated, games_file, tmp
     said = capsys.readouterr().out
     assert "search:" in said and "0 loose" in said and "packed" in said
     assert game_pack.is_pack(str(out))
+    before = (out / game_pack.BOARDS_FILE).read_bytes()
+    # A failed run leaves the earlier pack as it was: over the budget, a typo in a split or
+    # in the games (found before any work).
     assert pack_games.main([*argv, "--budget-mib", "0.001"]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "over the budget" in err and not out.exists()
+    assert err.count("\n") == 1 and "over the budget" in err
+    typo = ["--out", str(out), "--split", str(annotated / "serch"), "--games", str(games_file)]
+    assert pack_games.main(typo) == 1
+    assert capsys.readouterr().err.startswith("error: no annotated board shards at")
+    typo = [*argv[:-3], "--games", str(games_file) + ".missing", "--quiet"]
+    assert pack_games.main(typo) == 1
+    assert capsys.readouterr().err.startswith("error: no input matches")
+    assert (out / game_pack.BOARDS_FILE).read_bytes() == before
+    assert not pathlib.Path(f"{out}.partial").exists()
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
