@@ -95,15 +95,11 @@ def random_game_pgn(path: str, games: int = 40, seed: int = 0) -> str:
 def games_and_boards(path: str, max_games: int) -> tuple[str, list[str]]:
     """The first `max_games` usable games as PGN text, and their distinct FENs in order."""
     chosen, fens = [], {}
-    for item in pgn.split_games(read_lines(path)):
-        if not isinstance(item, pgn.GameText):
-            continue
-        result = pgn.parse_game(item)
-        if isinstance(result, pgn.GameBoards):
-            chosen.append(item.text + "\n")
-            fens.update(dict.fromkeys(result.fens))
-            if len(chosen) >= max_games:
-                break
+    for item, result in pgn.parsed_games(read_lines(path)):
+        chosen.append(item.text + "\n")
+        fens.update(dict.fromkeys(result.fens))
+        if len(chosen) >= max_games:
+            break
     return "".join(chosen), list(fens)
 
 

@@ -48,12 +48,7 @@ def read_games(patterns: Sequence[str], progress: bool = True) -> Iterator[Game]
     shown = Progress("games", None, unit="games") if progress else None
     read = 0
     for path in inputs:
-        for item in pgn.split_games(read_lines(path)):
-            if not isinstance(item, pgn.GameText):
-                continue
-            parsed = pgn.parse_game(item)
-            if isinstance(parsed, pgn.Skip):
-                continue
+        for _, parsed in pgn.parsed_games(read_lines(path)):
             read += 1
             if shown:
                 shown.update(read, extra=os.path.basename(path))

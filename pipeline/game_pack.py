@@ -160,7 +160,7 @@ class _Packer:
         self.files: list[str] = []
         self.scanned: set[str] = set()  # boards whose children were looked up
         self.games: list[tuple[str, list[int]]] = []
-        self.boards: list[tuple[int, int, int, int, _Label]] = []
+        self.boards: list[tuple[int, int, int, _Label]] = []  # game, ply, after, label
 
     def read(self) -> None:
         for index, split in enumerate(self.splits):
@@ -215,7 +215,7 @@ class _Packer:
             return
         number = len(self.games)
         self.games.append((game.start, [move_code(m) for m in game.moves[:last]]))
-        self.boards.extend((number, ply, after, label.split, label) for ply, after, label in found)
+        self.boards.extend((number, ply, after, label) for ply, after, label in found)
 
     def leftovers(self) -> None:
         """The rows no game said become loose, unchanged (read again from their files)."""
@@ -249,7 +249,8 @@ def pack(
         packer.add_game(game)
     packer.leftovers()
     os.makedirs(out, exist_ok=True)
-    boards = sorted(packer.boards, key=lambda b: (b[0], b[1], b[2], b[3]))
+    boards = sorted(packer.boards, key=lambda b: (b[0], b[1], b[2], b[3].split))
+    labels = [b[3] for b in boards]
     games_table = pa.table(
         [
             pa.array([start for start, _ in packer.games], pa.string()),
@@ -259,15 +260,15 @@ def pack(
     )
     boards_table = pa.table(
         [
-            pa.array([b[3] for b in boards], pa.uint8()),
+            pa.array([x.split for x in labels], pa.uint8()),
             pa.array([b[0] for b in boards], pa.int32()),
             pa.array([b[1] for b in boards], pa.uint16()),
             pa.array([b[2] for b in boards], pa.uint16()),
-            pa.array([b[4].best for b in boards], pa.uint16()),
-            pa.array([b[4].cp for b in boards], pa.int32()),
-            pa.array([b[4].mate for b in boards], pa.int32()),
-            pa.array([b[4].count for b in boards], pa.int64()),
-            pa.array([b[4].partial for b in boards], pa.bool_()),
+            pa.array([x.best for x in labels], pa.uint16()),
+            pa.array([x.cp for x in labels], pa.int32()),
+            pa.array([x.mate for x in labels], pa.int32()),
+            pa.array([x.count for x in labels], pa.int64()),
+            pa.array([x.partial for x in labels], pa.bool_()),
         ],
         schema=BOARDS_SCHEMA,
     )
@@ -363,16 +364,11 @@ def _fens(games: pa.Table, boards: pa.Table, workers: int) -> list[str]:
     )
     if any(b < a for a, b in zip(number, number[1:], strict=False)):
         raise PackError("the boards are not in their games' order")
-    tasks, begin = [], 0
-    while begin < len(number):
-        game = number[begin]
-        end = begin
-        while end < len(number) and number[end] == game:
-            end += 1
+    tasks = []
+    for game, group in itertools.groupby(zip(number, place, strict=True), key=lambda x: x[0]):
         if not 0 <= game < len(starts):
             raise PackError(f"a board of game {game}, of {len(starts)} games")
-        tasks.append((starts[game], moves[game] or [], place[begin:end]))
-        begin = end
+        tasks.append((starts[game], moves[game] or [], [p for _, p in group]))
     if workers <= 1 or len(tasks) < 2 * workers:
         return [fen for fens in _replay_all(tasks) for fen in fens]
     size = -(-len(tasks) // (workers * 4))

@@ -292,3 +292,15 @@ def parse_game(game: GameText, allow_setup: bool = False) -> GameBoards | Skip:
     if not visitor.fens:
         return Skip(NO_MOVES, "no moves")
     return GameBoards(tuple(visitor.fens), tuple(visitor.moves))
+
+
+def parsed_games(
+    lines: Iterable[str], allow_setup: bool = False
+) -> Iterator[tuple[GameText, GameBoards]]:
+    """The games of a PGN text that `parse_game` can use, each with its boards (garbage and
+    skipped games left out, as the annotator leaves them)."""
+    for item in split_games(lines):
+        if isinstance(item, GameText):
+            result = parse_game(item, allow_setup)
+            if isinstance(result, GameBoards):
+                yield item, result

@@ -60,6 +60,16 @@ def test_each_board_comes_with_the_move_played_from_it(pgn_samples):
     assert board.is_checkmate()
 
 
+def test_parsed_games_are_the_usable_games_with_their_boards(pgn_samples):
+    text = pgn_samples.garbage + pgn_samples.italian + pgn_samples.illegal + pgn_samples.petrov
+    parsed = list(pgn.parsed_games(text.split("\n")))
+    assert [len(boards.fens) for _, boards in parsed] == [8, 6]
+    assert [game.headers["Site"] for game, _ in parsed] == [
+        "https://lichess.org/italian1",
+        "https://lichess.org/petrov01",
+    ]
+
+
 def test_a_game_with_only_headers_is_counted_as_having_no_moves(pgn_samples):
     text = '[Event "x"]\n[Site "https://lichess.org/empty001"]\n\n' + pgn_samples.italian
     games = _games(text)
