@@ -1,6 +1,6 @@
 """Typed training configuration: model size, training settings and data paths.
 
-A config is a TOML file with three tables (`model/configs/*.toml`):
+A config is a TOML file with up to four tables (`model/configs/*.toml`):
 
     [model]            # a named size, any field of ModelConfig overrides the preset
     size = "9M"
@@ -8,6 +8,8 @@ A config is a TOML file with three tables (`model/configs/*.toml`):
     target = "av"
     [data]             # the fields of DataConfig
     train = "data/annotated/train"
+    [play]             # how the trained model chooses a move (PlayConfig); optional
+    successor_weight = 2.0
 
 Values can be overridden from the command line with `section.field=value` (or just
 `field=value` when the name is unique), the value parsed as TOML (`lr_schedule=cosine` works
@@ -222,10 +224,22 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
+class PlayConfig:
+    """How the model chooses its move with no search (eval.agents.players.NeuralAgent, and so
+    the UCI engine, the web board and `neural:` specs); training ignores it."""
+
+    successor_weight: float = 0.0
+    """>= 0. A BC policy with a value head beside it (model.policy_value) plays the legal move
+    with the highest log p(move) + successor_weight x logit(its win probability by the value
+    head, one ply: 1 - the value of the board after it). 0: the policy alone."""
+
+
+@dataclass(frozen=True)
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    play: PlayConfig = field(default_factory=PlayConfig)
 
     @property
     def target(self) -> Target:
@@ -256,7 +270,7 @@ class Config:
         return dataclasses.replace(self, **changed)
 
 
-_SECTIONS = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
+_SECTIONS = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig, "play": PlayConfig}
 
 
 def from_dict(raw: Mapping[str, Any], source: str = "config") -> Config:
@@ -387,6 +401,14 @@ def validate(config: Config, check_data: bool = True) -> Config:
         )
     if not (math.isfinite(t.value_weight) and t.value_weight >= 0):
         raise ConfigError(f"train.value_weight must be >= 0, got {t.value_weight}")
+    weight = config.play.successor_weight
+    if not (math.isfinite(weight) and weight >= 0):
+        raise ConfigError(f"play.successor_weight must be >= 0, got {weight}")
+    if weight and not m.policy_value:
+        raise ConfigError(
+            "play.successor_weight mixes the BC policy with its own value head: it needs "
+            "model.policy_value = true"
+        )
     if not 0 <= t.soft_targets <= 1:  # NaN too
         raise ConfigError(f"train.soft_targets must be in [0, 1], got {t.soft_targets}")
     if t.soft_targets and (m.backbone not in GRAPH_BACKBONES or t.target != "bc"):

@@ -146,6 +146,34 @@ def repetition_adjusted(board: chess.Board, moves: Sequence[str], values: np.nda
     return values
 
 
+SUCCESSOR_ODDS_CLIP = 1e-4  # a successor's win probability is read within [clip, 1 - clip]
+
+
+def successor_mixed(probs: np.ndarray, wins: np.ndarray, weight: float) -> np.ndarray:
+    """A BC policy's legal-move probabilities `probs` mixed with `wins`, each move's win
+    probability for the mover by one ply of a value head (1 - the successor's value):
+    p(a) x odds(a)^weight, renormalised, i.e. log p(a) + weight x logit(w(a)) as logits.
+
+    This is the paper's SV rule (each successor board valued by the network, no reply looked
+    at) beside its BC rule. A move that checkmates (win 1, a rule of the game, not a
+    prediction) takes the whole probability, shared by the mates in the policy's proportion.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    wins = np.asarray(wins, dtype=np.float64)
+    if probs.shape != wins.shape or probs.ndim != 1:
+        raise ValueError(f"probs {probs.shape} and wins {wins.shape} must be equal 1-D shapes")
+    if weight < 0 or not math.isfinite(weight):
+        raise ValueError(f"successor weight must be finite and >= 0, got {weight}")
+    mates = wins >= 1.0
+    if mates.any():
+        mixed = np.where(mates, np.maximum(probs, 1e-30), 0.0)
+        return mixed / mixed.sum()
+    clipped = np.clip(wins, SUCCESSOR_ODDS_CLIP, 1.0 - SUCCESSOR_ODDS_CLIP)
+    logits = np.log(np.maximum(probs, 1e-30)) + weight * np.log(clipped / (1.0 - clipped))
+    weights = np.exp(logits - logits.max())
+    return weights / weights.sum()
+
+
 def pick_index(
     scores: np.ndarray, target: str, temperature: float, rng: np.random.Generator
 ) -> int:
@@ -177,6 +205,10 @@ class NeuralAgent(AgentBase):
     `predictor` is a model.predictor.Predictor (or anything with `.config.target` and
     `.move_values(boards)` returning, per board, the legal moves in action-space order and a
     score per move, higher better for the side to move).
+
+    `successor_weight` > 0 (a BC policy with a value head beside it only) mixes the policy
+    with its own value head's one-ply value of each move (`successor_mixed`); None takes the
+    model's `[play] successor_weight` (model/config.py), 0 plays the policy alone.
     """
 
     def __init__(
@@ -186,13 +218,17 @@ class NeuralAgent(AgentBase):
         seed: int = 0,
         repetition_workaround: bool = True,
         name: str = "neural",
+        successor_weight: float | None = None,
     ):
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         self.predictor = predictor
         self.target = str(predictor.config.target)
+        self.successor_weight = _successor_weight(predictor, successor_weight)
         self.temperature = temperature
-        self.repetition_workaround = repetition_workaround and self.target in VALUE_TARGETS
+        self.repetition_workaround = repetition_workaround and (
+            self.target in VALUE_TARGETS or self.successor_weight > 0
+        )
         self.name = name
         self._rng = np.random.default_rng(seed)
 
@@ -205,7 +241,12 @@ class NeuralAgent(AgentBase):
         legal_moves(board)
         [(moves, scores)] = self.predictor.move_values([board])
         scores = np.asarray(scores, dtype=np.float64)
-        if self.repetition_workaround:
+        if self.successor_weight > 0 and len(moves):
+            wins = self.predictor.successor_values(board, moves)
+            if self.repetition_workaround:
+                wins = repetition_adjusted(board, moves, wins)
+            scores = successor_mixed(scores, wins, self.successor_weight)
+        elif self.repetition_workaround:
             scores = repetition_adjusted(board, moves, scores)
         return list(moves), scores
 
@@ -214,6 +255,24 @@ class NeuralAgent(AgentBase):
         return chess.Move.from_uci(
             moves[pick_index(scores, self.target, self.temperature, self._rng)]
         )
+
+
+def _successor_weight(predictor, asked: float | None) -> float:
+    """The weight a NeuralAgent mixes successor values with: `asked`, else the model's own
+    `[play] successor_weight`; ValueError where the model cannot value successors."""
+    play = getattr(predictor.config, "play", None)
+    weight = float(asked if asked is not None else getattr(play, "successor_weight", 0.0))
+    if weight < 0 or not math.isfinite(weight):
+        raise ValueError(f"successor_weight must be finite and >= 0, got {weight}")
+    if weight > 0 and (
+        target_kind(str(predictor.config.target)).value_head
+        or not getattr(predictor, "values_boards", False)
+    ):
+        raise ValueError(
+            f"successor_weight {weight:g} needs a BC policy with a value head beside it "
+            "(model.policy_value); this model has none"
+        )
+    return weight
 
 
 class MctsAgent(AgentBase):

@@ -34,7 +34,10 @@ Agent specs are KIND[:OPTIONS], OPTIONS comma-separated key=value pairs:
   neural:CHECKPOINT[,OPTS]             a trained AV/SV/BC model (run dir or checkpoint)
       OPTS:  ema=true|false (EMA params, default true), temperature=T (0 = argmax, default),
              seed=N (for sampling), repetition=true|false (value 0.5 for moves allowing a
-             threefold claim; AV/SV only, default true)
+             threefold claim; AV/SV, or BC with successor_weight; default true),
+             successor_weight=W (a BC policy with a value head: log p(move) + W x the
+             log-odds of its own value of the board after the move, one ply, no reply
+             looked at; default the model's [play] successor_weight, 0 = the policy alone)
   mcts:CHECKPOINT[,OPTS]               the model searching with PUCT (AlphaZero) before each move
       OPTS:  sims=N (playouts per move, default {DEFAULT_SIMS}; 0 = the model's own move),
              time=SECONDS (per move, alone or with sims: whichever ends first),
@@ -58,7 +61,7 @@ _ALLOWED = {
     "greedy": {"name"},
     "stockfish": _ENGINE_KEYS | {"elo"},
     "oracle": _ENGINE_KEYS,
-    "neural": {"path", "ema", "temperature", "seed", "repetition", "name"},
+    "neural": {"path", "ema", "temperature", "seed", "repetition", "successor_weight", "name"},
     "mcts": {
         "path",
         "sims",
@@ -189,7 +192,16 @@ def agent_arguments(spec: AgentSpec, engine_path: str | None) -> dict:
         "seed": _number(spec, "seed", int, 0),
         "repetition_workaround": _flag(spec, "repetition", True),
         "name": spec.label,
-    }
+    } | _successor_weight_argument(spec)
+
+
+def _successor_weight_argument(spec: AgentSpec) -> dict:
+    weight = _number(spec, "successor_weight", float)
+    if weight is None:
+        return {}  # the model's own
+    if not 0 <= weight < math.inf:
+        raise ValueError(f"agent spec {spec.text!r}: successor_weight must be finite and >= 0")
+    return {"successor_weight": weight}
 
 
 def _mcts_arguments(spec: AgentSpec) -> dict:

@@ -36,6 +36,11 @@ COMPILE_SWITCH_INTERVAL = 0.0005
 _SWITCH_INTERVAL = sys.getswitchinterval()  # the process's own, restored after
 
 
+# Boards per network call of the successors a mixed policy values (eval.agents.players
+# .successor_mixed): a middlegame has ~35 legal moves, and two fixed shapes cover any count.
+SUCCESSOR_BOARDS = 64
+
+
 class ModelUnavailable(Exception):
     """There is no model to play with; the message says why and what to do."""
 
@@ -72,17 +77,14 @@ class NeuralFactory:
         predictor = self._load(resolved.path, options)
         # The value model of a search compiles with the search's shapes, off the start.
         value_warm = options.simulations == 0
-        agent = NeuralAgent(
-            predictor,
-            temperature=options.temperature,
-            seed=options.seed,
-            repetition_workaround=options.repetition_workaround,
-            name=label(resolved.path),
-        )
+        agent, weight_note = self._agent(predictor, options, label(resolved.path))
         value_model, note = self._value_model(predictor, options, value_warm)
         policy = PolicyChooser(agent, options.seed, value_model)
         policy.warning = policy.value_error = note
         if options.simulations == 0:
+            policy.warning = policy.warning or weight_note
+            if agent.successor_weight > 0:  # a move values its successors in one call
+                self._fix_shapes(predictor, SUCCESSOR_BOARDS)
             return policy
         pair = ModelPair(predictor, value_model)
         try:
@@ -94,6 +96,23 @@ class NeuralFactory:
         return SearchChooser(
             policy, search, options.simulations, options.seed, ready, end_compiling=end
         )
+
+    @staticmethod
+    def _agent(predictor, options: UciOptions, name: str) -> tuple[NeuralAgent, str | None]:
+        """The searchless agent, and why SuccessorWeight is not used where it cannot be."""
+        settings = {
+            "temperature": options.temperature,
+            "seed": options.seed,
+            "repetition_workaround": options.repetition_workaround,
+            "name": name,
+        }
+        try:
+            agent = NeuralAgent(predictor, successor_weight=options.successor_weight, **settings)
+        except ValueError as e:  # a model without a value head beside its policy
+            return NeuralAgent(predictor, successor_weight=0.0, **settings), (
+                f"SuccessorWeight ignored: {e}"
+            )
+        return agent, None
 
     def _value_model(self, predictor, options: UciOptions, warm: bool = True):
         """(the value model, None) beside a BC policy (ValueFile); (the fallback, why not)

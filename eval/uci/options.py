@@ -15,6 +15,7 @@ fastchess send by default, each doing what it honestly can:
 | `UCI_ShowWDL` | `wdl W D L` (per mille) in the info line, from the model's win probability |
 | `Ponder` | set by GUIs that ponder: `bestmove` then names the expected reply |
 | `Temperature` | 0 plays the best move; above 0 samples a softmax of the scores (policy only) |
+| `SuccessorWeight` | log p + it x its value head's log-odds after each move; empty: the model's |
 | `RepetitionWorkaround` | a move allowing a threefold claim is valued a draw (policy only) |
 | `UseEMA` | the EMA parameters (as the paper evaluates) instead of the raw ones |
 | `Seed` | the random stream of sampling, of search-contempt and of the no-model fallback |
@@ -54,6 +55,7 @@ class UciOptions:
     show_wdl: bool = False
     ponder: bool = False
     temperature: float = 0.0
+    successor_weight: float | None = None  # None: the model's own [play] successor_weight
     repetition_workaround: bool = True
     use_ema: bool = True
     seed: int = 0
@@ -81,6 +83,7 @@ class UciOptions:
             self.value_weights,
             self.use_ema,
             self.temperature,
+            self.successor_weight,
             self.seed,
             self.repetition_workaround,
         )
@@ -120,6 +123,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("UCI_ShowWDL", "show_wdl", "check"),
     OptionSpec("Ponder", "ponder", "check"),
     OptionSpec("Temperature", "temperature", "string"),
+    OptionSpec("SuccessorWeight", "successor_weight", "string"),
     OptionSpec("RepetitionWorkaround", "repetition_workaround", "check"),
     OptionSpec("UseEMA", "use_ema", "check"),
     OptionSpec("Seed", "seed", "spin", 0, 2**31 - 1),
@@ -148,6 +152,8 @@ def find_option(name: str) -> OptionSpec:
 
 
 def _show(value) -> str:
+    if value is None:
+        return EMPTY
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):
@@ -197,7 +203,12 @@ def _number(name: str, value: str, zero_allowed: bool) -> float:
 
 
 # The string options that hold numbers (UCI has no type for a fraction): name -> 0 allowed.
-_NUMBERS = {"temperature": True, "cpuct": False, "prior_temperature": False}
+_NUMBERS = {
+    "temperature": True,
+    "successor_weight": True,
+    "cpuct": False,
+    "prior_temperature": False,
+}
 
 
 def parse_value(spec: OptionSpec, value: str):
@@ -207,6 +218,8 @@ def parse_value(spec: OptionSpec, value: str):
         return _check(spec.name, value)
     if spec.kind == "spin":
         return _spin(spec, value)
+    if spec.field == "successor_weight" and value in ("", EMPTY):
+        return None  # the model's own
     if spec.field in _NUMBERS:
         return _number(spec.name, value, zero_allowed=_NUMBERS[spec.field])
     return "" if value == EMPTY else value

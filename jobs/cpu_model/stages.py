@@ -223,11 +223,13 @@ def overlap_check(scale: Scale, paths: Paths, steps: StepLog) -> dict:
 def run_config(scale: Scale, paths: Paths, target: str, steps: int, data: str, points: int):
     every = max(1, steps // points)
     config = config_lib.load(paths.config)
-    model = dict(scale.model)
+    model, play = dict(scale.model), {}
     if target != "bc":  # a value head beside the policy is BC's alone (the AV and SV ablations)
         model["policy_value"] = False
+        play["successor_weight"] = 0.0  # and so is the policy it mixes with
     return config.replace(
         model=model,
+        play=play,
         train={
             "target": target,
             "num_steps": steps,
