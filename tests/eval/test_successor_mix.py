@@ -12,8 +12,8 @@ import jax
 import numpy as np
 import pytest
 
-from eval.agents.players import NeuralAgent, make_agent, successor_mixed
 from core.eval_sets import read_puzzles
+from eval.agents.players import NeuralAgent, make_agent, successor_mixed
 from eval.agents.specs import parse_agent_spec
 from eval.uci.factories import NeuralFactory
 from eval.uci.options import UciOptions, option_lines
