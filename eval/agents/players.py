@@ -149,6 +149,14 @@ def repetition_adjusted(board: chess.Board, moves: Sequence[str], values: np.nda
 SUCCESSOR_ODDS_CLIP = 1e-4  # a successor's win probability is read within [clip, 1 - clip]
 
 
+def checked_successor_weight(weight: float) -> float:
+    """`weight` as a float; ValueError unless it is finite and >= 0."""
+    weight = float(weight)
+    if weight < 0 or not math.isfinite(weight):
+        raise ValueError(f"successor_weight must be finite and >= 0, got {weight}")
+    return weight
+
+
 def successor_mixed(probs: np.ndarray, wins: np.ndarray, weight: float) -> np.ndarray:
     """A BC policy's legal-move probabilities `probs` mixed with `wins`, each move's win
     probability for the mover by one ply of a value head (1 - the successor's value):
@@ -162,8 +170,7 @@ def successor_mixed(probs: np.ndarray, wins: np.ndarray, weight: float) -> np.nd
     wins = np.asarray(wins, dtype=np.float64)
     if probs.shape != wins.shape or probs.ndim != 1:
         raise ValueError(f"probs {probs.shape} and wins {wins.shape} must be equal 1-D shapes")
-    if weight < 0 or not math.isfinite(weight):
-        raise ValueError(f"successor weight must be finite and >= 0, got {weight}")
+    weight = checked_successor_weight(weight)
     mates = wins >= 1.0
     if mates.any():
         mixed = np.where(mates, np.maximum(probs, 1e-30), 0.0)
@@ -261,9 +268,9 @@ def _successor_weight(predictor, asked: float | None) -> float:
     """The weight a NeuralAgent mixes successor values with: `asked`, else the model's own
     `[play] successor_weight`; ValueError where the model cannot value successors."""
     play = getattr(predictor.config, "play", None)
-    weight = float(asked if asked is not None else getattr(play, "successor_weight", 0.0))
-    if weight < 0 or not math.isfinite(weight):
-        raise ValueError(f"successor_weight must be finite and >= 0, got {weight}")
+    weight = checked_successor_weight(
+        asked if asked is not None else getattr(play, "successor_weight", 0.0)
+    )
     if weight > 0 and (
         target_kind(str(predictor.config.target)).value_head
         or not getattr(predictor, "values_boards", False)
