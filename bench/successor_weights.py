@@ -31,7 +31,7 @@ import numpy as np
 from core.eval_sets import read_puzzles
 from eval.agents.base import AgentBase
 from eval.agents.neural_setup import load_predictor
-from eval.agents.players import NeuralAgent, repetition_adjusted, successor_mixed
+from eval.agents.players import NeuralAgent, successor_mixed
 from eval.puzzles import accuracy_by_bucket, play_puzzle
 from runtime.progress import Progress
 
@@ -40,7 +40,7 @@ class SuccessorCache:
     """Each board's legal moves, policy and successor wins, asked of the network once."""
 
     def __init__(self, predictor):
-        NeuralAgent(predictor, successor_weight=1.0)  # refuses a model that cannot mix
+        self.agent = NeuralAgent(predictor, successor_weight=1.0)  # refuses one that cannot mix
         self.predictor = predictor
         self.boards: dict[str, tuple[list[str], np.ndarray, np.ndarray]] = {}
         self.policy_s = 0.0
@@ -50,12 +50,11 @@ class SuccessorCache:
         key = board.fen()
         if key not in self.boards:
             start = time.perf_counter()
-            [(moves, probs)] = self.predictor.move_values([board])
+            self.predictor.move_values([board])  # the policy alone, timed on its own
             middle = time.perf_counter()
-            wins = self.predictor.successor_values(board, moves)
+            self.boards[key] = self.agent.policy_and_successors(board)
             self.policy_s += middle - start
-            self.successor_s += time.perf_counter() - middle
-            self.boards[key] = (list(moves), probs, repetition_adjusted(board, moves, wins))
+            self.successor_s += time.perf_counter() - middle - (middle - start)
         return self.boards[key]
 
 

@@ -246,16 +246,27 @@ class NeuralAgent(AgentBase):
     def scored_moves(self, board: chess.Board) -> tuple[list[str], np.ndarray]:
         """The legal moves (action-space order) and the scores the agent chooses by."""
         legal_moves(board)
+        if self.successor_weight > 0:
+            moves, probs, wins = self.policy_and_successors(board)
+            return moves, successor_mixed(probs, wins, self.successor_weight) if moves else probs
         [(moves, scores)] = self.predictor.move_values([board])
         scores = np.asarray(scores, dtype=np.float64)
-        if self.successor_weight > 0 and len(moves):
-            wins = self.predictor.successor_values(board, moves)
-            if self.repetition_workaround:
-                wins = repetition_adjusted(board, moves, wins)
-            scores = successor_mixed(scores, wins, self.successor_weight)
-        elif self.repetition_workaround:
+        if self.repetition_workaround:
             scores = repetition_adjusted(board, moves, scores)
         return list(moves), scores
+
+    def policy_and_successors(self, board: chess.Board) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """A BC policy with a value head: the legal moves, their probabilities and each move's
+        win by one ply of the value head (the repetition rule applied where it is on), the
+        two halves `successor_mixed` mixes."""
+        [(moves, probs)] = self.predictor.move_values([board])
+        probs = np.asarray(probs, dtype=np.float64)
+        if not len(moves):
+            return [], probs, probs
+        wins = self.predictor.successor_values(board, moves)
+        if self.repetition_workaround:
+            wins = repetition_adjusted(board, moves, wins)
+        return list(moves), probs, np.asarray(wins, dtype=np.float64)
 
     def choose_move(self, board: chess.Board) -> chess.Move:
         moves, scores = self.scored_moves(board)
