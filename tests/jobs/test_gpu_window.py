@@ -278,3 +278,30 @@ def test_window_refuses_a_damaged_games_pack_in_one_line(games_pack, tmp_path, c
     assert gpu_window.main(argv) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"data error: {pack}: unreadable")
+
+
+def test_window_keeps_xla_programs_beside_its_run_for_a_second_call(tmp_path, monkeypatch):
+    """A fresh process (the window's command) gets JAX's persistent cache beside its run; a
+    process that has imported JAX (this one) is left as it is, its children's too."""
+    import os
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    probe = (
+        "import sys; from jobs import gpu_window; gpu_window.keep_compilations(sys.argv[1]); "
+        "import jax, jax.numpy as jnp; jax.jit(lambda x: x + 1)(jnp.ones(3)).block_until_ready(); "
+        "print(jax.config.jax_compilation_cache_dir)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
+    env["JAX_PLATFORMS"] = "cpu"
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(run)],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == f"{run}-xla" == gpu_window.compilation_cache(str(run) + "/")
+    assert any((tmp_path / "run-xla").iterdir())  # even a program that compiles in no time
+
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    gpu_window.keep_compilations(str(run))
+    assert "JAX_COMPILATION_CACHE_DIR" not in os.environ
