@@ -73,9 +73,7 @@ def test_the_weight_reaches_every_checkpoint_and_every_reader(tmp_path, capsys):
     assert make_agent(f"neural:{run}").successor_weight == 0.0
 
 
-def test_a_model_that_cannot_play_so_is_refused_in_one_line_and_left_as_it_was(
-    tmp_path, capsys
-):
+def test_a_model_that_cannot_play_so_is_refused_in_one_line_and_left_as_it_was(tmp_path, capsys):
     policy = _run(tmp_path / "policy", policy_value=False)
     files = {p: p.read_bytes() for p in policy.rglob("*") if p.is_file()}
     assert set_play.main([str(policy), "--successor-weight", "2"]) == 2
