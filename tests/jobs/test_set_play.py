@@ -15,27 +15,12 @@ from jobs import set_play
 from model import config as config_lib
 from model.checkpoint import Checkpointer, load_params
 from model.networks import gateau
-
-
-def _config(policy_value: bool) -> config_lib.Config:
-    return config_lib.from_dict(
-        {
-            "model": {
-                "backbone": "gateau",
-                "num_layers": 1,
-                "embedding_dim": 16,
-                "num_heads": 2,
-                "widening_factor": 2,
-                "policy_value": policy_value,
-            },
-            "train": {"target": "bc", "num_bins": 16, "dtype": "float32"},
-        }
-    )
+from tests.eval.test_successor_mix import tiny
 
 
 def _run(path: pathlib.Path, policy_value: bool = True, steps=(1, 2)) -> pathlib.Path:
     """A run dir of `steps` checkpoints saved by the trainer's checkpointer, no [play] weight."""
-    config = _config(policy_value)
+    config = tiny(policy_value)
     rng = np.random.default_rng(0)
     params = jax.tree_util.tree_map(
         lambda x: rng.standard_normal(x.shape).astype(np.float32), gateau.param_shapes(config)
