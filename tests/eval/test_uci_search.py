@@ -226,7 +226,12 @@ def test_the_tree_is_reused_along_a_game_and_reset_otherwise(tiny_run):
     fifty = "8/8/4k3/8/8/3K4/8/R7 w - - 100 90"
     go(f"position fen {fifty}")
     legal = chess.Board(fifty).legal_moves.count()
-    assert f" nodes {legal} " in out.getvalue().splitlines()[-2]
+    # The last move's info, whether `isready`'s readyok came before or after its bestmove
+    # (the policy answers at once, on the search's thread).
+    lines = out.getvalue().splitlines()
+    last_move = max(i for i, line in enumerate(lines) if line.startswith("bestmove"))
+    info = [line for line in lines[:last_move] if line.startswith("info ")][-1]
+    assert f" nodes {legal} " in info
     assert chess.Board(fifty).is_legal(chess.Move.from_uci(bestmoves(out)[-1]))
     engine.run([])  # ends it: quit
     lines = out.getvalue().splitlines()
