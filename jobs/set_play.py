@@ -26,7 +26,7 @@ from model.checkpoint import (
     READ_ITEMS,
     CheckpointNotFoundError,
     checkpoints_dir,
-    missing_items,
+    complete_steps,
     read_meta,
 )
 from model.config import Config, ConfigError, PlayConfig, from_dict, to_toml, validate
@@ -40,11 +40,7 @@ def set_play(run: str, play: PlayConfig) -> list[int]:
     rewritten. ConfigError (nothing written) where the model cannot play so;
     CheckpointNotFoundError where `run` holds no checkpoint."""
     directory = checkpoints_dir(run)
-    steps = sorted(
-        int(name)
-        for name in (os.listdir(directory) if os.path.isdir(directory) else [])
-        if name.isdigit() and not missing_items(os.path.join(directory, name), READ_ITEMS)
-    )
+    steps = complete_steps(directory, READ_ITEMS)
     if not steps:
         raise CheckpointNotFoundError(f"{run}: no checkpoint with its parameters and meta")
     metas = {step: read_meta(os.path.join(directory, str(step))) for step in steps}

@@ -104,13 +104,16 @@ def latest_complete_step(
     return None, skipped
 
 
+def complete_steps(directory: str, items: tuple[str, ...] = ITEMS) -> list[int]:
+    """The steps of a checkpoints directory holding all `items`, earliest first."""
+    return [
+        s for s in _steps_in(directory) if not missing_items(os.path.join(directory, str(s)), items)
+    ]
+
+
 def earlier_complete_steps(directory: str, step: int, items: tuple[str, ...] = ITEMS) -> list[int]:
     """The steps before `step` holding all `items`, latest first: where to fall back to."""
-    return [
-        s
-        for s in reversed(_steps_in(directory))
-        if s < step and not missing_items(os.path.join(directory, str(s)), items)
-    ]
+    return [s for s in reversed(complete_steps(directory, items)) if s < step]
 
 
 def failure_reason(error: BaseException) -> str:
