@@ -36,12 +36,30 @@ from eval.puzzles import accuracy_by_bucket, play_puzzle
 from runtime.progress import Progress
 
 
+class _TimedPolicy:
+    """A predictor whose `move_values`, the policy's pass that begins a mixed move, is timed."""
+
+    def __init__(self, predictor):
+        self._predictor = predictor
+        self.seconds = 0.0
+
+    def __getattr__(self, name: str):
+        return getattr(self._predictor, name)
+
+    def move_values(self, boards):
+        start = time.perf_counter()
+        try:
+            return self._predictor.move_values(boards)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
 class SuccessorCache:
     """Each board's legal moves, policy and successor wins, asked of the network once."""
 
     def __init__(self, predictor):
-        self.agent = NeuralAgent(predictor, successor_weight=1.0)  # refuses one that cannot mix
-        self.predictor = predictor
+        self._timed = _TimedPolicy(predictor)
+        self.agent = NeuralAgent(self._timed, successor_weight=1.0)  # refuses one that cannot mix
         self.boards: dict[str, tuple[list[str], np.ndarray, np.ndarray]] = {}
         self.policy_s = 0.0
         self.successor_s = 0.0
@@ -49,12 +67,11 @@ class SuccessorCache:
     def answers(self, board: chess.Board) -> tuple[list[str], np.ndarray, np.ndarray]:
         key = board.fen()
         if key not in self.boards:
-            start = time.perf_counter()
-            self.predictor.move_values([board])  # the policy alone, timed on its own
-            middle = time.perf_counter()
+            policy_before, start = self._timed.seconds, time.perf_counter()
             self.boards[key] = self.agent.policy_and_successors(board)
-            self.policy_s += middle - start
-            self.successor_s += time.perf_counter() - middle - (middle - start)
+            policy = self._timed.seconds - policy_before
+            self.policy_s += policy
+            self.successor_s += time.perf_counter() - start - policy
         return self.boards[key]
 
 
